@@ -1,0 +1,116 @@
+"""Latency of one call, the way FlashInfer-Bench main measures it.
+
+Per call: the GPU span from the first to the last kernel / memcpy / memset whose launch API call happened inside
+the call (CUPTI activity records, collected here through torch.profiler's kineto backend and read from its
+trace), with L2 flushed before every call by zeroing a buffer of twice the L2 size, no CUDA graph, no argument
+cloning; warmup calls first; the median over the timed calls is the trial's latency. CUDA events around each
+call (launch overhead included) are the labelled fallback when the profiler yields no device activity.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import tempfile
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+CUPTI = "cupti-span (torch.profiler/kineto), cold L2, no CUDA graph"
+EVENTS = "cuda-events (fallback: includes launch overhead), cold L2, no CUDA graph"
+WALL = "wall-clock (cpu device)"
+DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
+LAUNCH_CATS = {"cuda_runtime", "cuda_driver"}
+
+
+@dataclass
+class Timing:
+    median_ms: float
+    samples_ms: list[float] = field(repr=False)
+    method: str
+
+
+def l2_flush_buffer(device: torch.device) -> torch.Tensor:
+    l2 = torch.cuda.get_device_properties(device).L2_cache_size if device.type == "cuda" else 32 << 20
+    return torch.empty(2 * l2, dtype=torch.uint8, device=device)
+
+
+def spans_from_trace(trace: dict, marker: str) -> list[float]:
+    """Per annotated call `<marker><i>`: GPU span (ms) of the device activity its launch calls produced."""
+    events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X"]
+    calls = sorted(((e["ts"], e["ts"] + e.get("dur", 0), e["name"]) for e in events
+                    if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith(marker)))
+    launches = [(e["ts"], e.get("args", {}).get("correlation")) for e in events if e.get("cat") in LAUNCH_CATS]
+    device = {}
+    for e in events:
+        if e.get("cat") in DEVICE_CATS and (corr := e.get("args", {}).get("correlation")) is not None:
+            start, end = device.get(corr, (float("inf"), float("-inf")))
+            device[corr] = (min(start, e["ts"]), max(end, e["ts"] + e.get("dur", 0)))
+    spans = []
+    for begin, finish, _ in calls:
+        hits = [device[c] for ts, c in launches if begin <= ts <= finish and c in device]
+        if hits:
+            spans.append((max(h[1] for h in hits) - min(h[0] for h in hits)) / 1e3)  # trace times are µs
+    return spans
+
+
+def _time_cupti(fn: Callable, flush: torch.Tensor, iters: int) -> list[float]:
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    marker = "fib-sdk-call-"
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for i in range(iters):
+            flush.zero_()
+            with record_function(f"{marker}{i}"):
+                fn()
+        torch.cuda.synchronize()
+    fd, path = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            trace = json.load(f)
+    finally:
+        os.unlink(path)
+    return spans_from_trace(trace, marker)
+
+
+def _time_events(fn: Callable, flush: torch.Tensor, iters: int) -> list[float]:
+    out = []
+    for _ in range(iters):
+        flush.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        out.append(start.elapsed_time(end))
+    return out
+
+
+def time_call(fn: Callable, device: torch.device | str, *, warmup: int = 10, iters: int = 50,
+              method: str = "cupti") -> Timing:
+    device = torch.device(device)
+    if device.type != "cuda":
+        import time
+
+        for _ in range(min(warmup, 2)):
+            fn()
+        samples = []
+        for _ in range(iters):
+            t = time.perf_counter()
+            fn()
+            samples.append((time.perf_counter() - t) * 1e3)
+        return Timing(statistics.median(samples), samples, WALL)
+    flush = l2_flush_buffer(device)
+    for _ in range(1 + warmup):
+        flush.zero_()
+        fn()
+    torch.cuda.synchronize()
+    if method == "cupti":
+        samples = _time_cupti(fn, flush, iters)
+        if len(samples) == iters:
+            return Timing(statistics.median(samples), samples, CUPTI)
+    samples = _time_events(fn, flush, iters)
+    return Timing(statistics.median(samples), samples, EVENTS)

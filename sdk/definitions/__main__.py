@@ -1,0 +1,4 @@
+from . import sync
+
+for name in sync() or ["(nothing changed)"]:
+    print("re-embedded", name)

@@ -1,0 +1,58 @@
+"""The official contest workloads (uuid, axes, input kinds) as this project's JSONL, one Trace line each.
+
+Inputs the official set reads from safetensors blobs keep their `safetensors` spec here; `sdk.inputs` loads the
+blob when `FIB_DATASET_PATH` holds it and otherwise draws a seeded, realistic stand-in.
+"""
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+from .._fib import Trace, Workload
+from ..errors import BadInputError
+
+HERE = Path(__file__).parent
+
+
+def parse_jsonl(path: Path, definition: str | None = None) -> list[Workload]:
+    """Parse a workload JSONL file; a bad line raises BadInputError naming the file and line."""
+    out = []
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInputError(f"{path}: cannot read workloads ({exc})") from None
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            trace = Trace.model_validate_json(line)
+        except Exception as exc:
+            first = str(exc).strip().splitlines()
+            raise BadInputError(f"{path}:{number}: invalid workload line ({' '.join(first[:3])})") from None
+        if definition and trace.definition != definition:
+            raise BadInputError(f"{path}:{number}: workload of {trace.definition!r}, expected {definition!r}")
+        out.append(trace.workload)
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def load(definition: str) -> tuple[Workload, ...]:
+    path = HERE / f"{definition}.jsonl"
+    if not path.exists():
+        raise BadInputError(f"no workloads for definition {definition!r}")
+    return tuple(parse_jsonl(path, definition))
+
+
+def select(definition: str, keys: list[str] | None = None) -> list[Workload]:
+    """All workloads, or those whose uuid starts with one of `keys` (each key must match exactly one)."""
+    all_ = list(load(definition))
+    if not keys:
+        return all_
+    chosen = []
+    for key in keys:
+        hits = [w for w in all_ if w.uuid.startswith(key)]
+        if len(hits) != 1:
+            raise BadInputError(f"workload key {key!r} matches {len(hits)} workloads of {definition}")
+        chosen.append(hits[0])
+    return chosen

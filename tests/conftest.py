@@ -1,0 +1,27 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+SHARED_CONTEST = Path(os.environ.get("FIB_SHARED_CONTEST", ROOT.parent / "shared" / "contest"))
+
+
+def pytest_collection_modifyitems(config, items):
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (none on this machine); run on the H200 via the device tool")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def shared_contest() -> Path:
+    if not (SHARED_CONTEST / "definitions").is_dir():
+        pytest.skip(f"official contest files not found at {SHARED_CONTEST} (set FIB_SHARED_CONTEST)")
+    return SHARED_CONTEST
