@@ -125,15 +125,17 @@ def _fmt(x, spec=".4g"):
 @click.option("--iters", default=50, show_default=True)
 @click.option("--timing", "method", type=click.Choice(["cupti", "events"]), default="cupti", show_default=True)
 @click.option("--no-peers", is_flag=True, help="Skip the peer libraries.")
-@click.option("--no-aa", is_flag=True, help="Skip the second timing of each solution (A/A noise).")
+@click.option("--no-aa", is_flag=True, help="Skip the second timing of a solution (A/A noise).")
+@click.option("--aa-every", default=4, show_default=True, help="A/A timing on every Nth workload.")
+@click.option("--reference-iters", default=10, show_default=True, help="Timed calls of the (slow) reference per trial.")
 @click.option("--timeout", default=600.0, show_default=True, help="Seconds per workload (build, gate, timing).")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("repro/results"), show_default=True)
 @click.option("--tag", default=None, help="Suffix of the results file name.")
 @click.option("--traces", "trace_dir", type=click.Path(path_type=Path), help="Write Trace JSONL per solution here.")
 @click.option("--remote", type=click.Choice(["modal"]), default=None, help="Run on a Modal B200 (see README).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results JSON instead of tables.")
-def bench(solution_dirs, keys, stride, trials, seed, warmup, iters, method, no_peers, no_aa, timeout, out_dir, tag,
-          trace_dir, remote, as_json):
+def bench(solution_dirs, keys, stride, trials, seed, warmup, iters, method, no_peers, no_aa, aa_every, reference_iters,
+          timeout, out_dir, tag, trace_dir, remote, as_json):
     """Gate and time SOLUTION_DIRS (default: every package in solutions/) with the reference and peers."""
     from . import solutions
     from .bench.runner import run_bench
@@ -146,7 +148,8 @@ def bench(solution_dirs, keys, stride, trials, seed, warmup, iters, method, no_p
         path = remote_mod.save(results, out_dir, tag)
     else:
         results, path = run_bench(packages, keys=list(keys), stride=stride, trials=trials, seed=seed, warmup=warmup,
-                                  iters=iters, method=method, peers=not no_peers, aa=not no_aa, timeout_s=timeout,
+                                  iters=iters, method=method, peers=not no_peers, aa=not no_aa, aa_every=aa_every,
+                                  reference_iters=reference_iters, timeout_s=timeout,
                                   out_dir=out_dir, tag=tag, trace_dir=trace_dir,
                                   progress=lambda line: click.echo(line, err=True))
     if as_json:
@@ -171,6 +174,35 @@ def bench(solution_dirs, keys, stride, trials, seed, warmup, iters, method, no_p
                                         "best peer", "mean x best peer", "mean lat/floor"]))
     click.echo(f"timing: {results['environment'].get('timing_method')}; speedups: mean of per-workload ratios "
                "and geometric mean; results: " + (str(path) if path else "(not written)"))
+
+
+@main.command()
+@click.argument("solution_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--results", "results_file", required=True, type=click.Path(path_type=Path, exists=True))
+@click.option("--traces", "trace_dir", required=True, type=click.Path(path_type=Path, exists=True),
+              help="The folder `bench --traces` wrote (one <solution name>.jsonl each).")
+@click.option("--out", "out_root", type=click.Path(path_type=Path), default=Path("repro/evidence"), show_default=True)
+def evidence(solution_dirs, results_file, trace_dir, out_root):
+    """Turn a GPU bench run (results + traces) into gate evidence for `submit` (checks the source hashes)."""
+    from . import solutions
+    from .submit.evidence import evidence_from_run
+
+    for d in solution_dirs:
+        package = solutions.load_package(d)
+        folder = evidence_from_run(package, trace_dir / f"{package.name}.jsonl", results_file, out_root)
+        click.echo(f"{package.name}: evidence in {folder}")
+
+
+def _register(module: str, name: str) -> None:
+    """Subcommands that live with their feature (report, submit, agent loop); imported when the CLI loads."""
+    import importlib
+
+    main.add_command(getattr(importlib.import_module(module, __package__), name))
+
+
+for _module, _name in ((".report.commands", "report"), (".submit.commands", "submit"),
+                      (".agent.commands", "regenerate"), (".agent.commands", "ledger")):
+    _register(_module, _name)
 
 
 if __name__ == "__main__":

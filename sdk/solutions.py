@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 SOURCE_SUFFIXES = {".py", ".cu", ".cuh", ".cpp", ".c", ".h", ".hpp", ".cc", ".cxx"}
 MAX_SOURCE_BYTES = 2 * 1024 * 1024
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -62,6 +64,9 @@ def _read_config(path: Path) -> dict:
     for key in ("name", "definition", "author"):
         if not isinstance(config["solution"].get(key), str) or not config["solution"][key]:
             raise BadInputError(f"{path}: [solution] {key} must be a non-empty string")
+    if not SAFE_NAME.match(config["solution"]["name"]):
+        raise BadInputError(f"{path}: [solution] name {config['solution']['name']!r} must match {SAFE_NAME.pattern} "
+                            "(it names trace and evidence files)")
     return config
 
 

@@ -85,6 +85,11 @@ def environment(device: str, seed: int, method: str) -> dict:
 
 
 def results_path(env: dict, tag: str | None, out_dir: Path) -> Path:
+    from ..errors import BadInputError
+    from ..solutions import SAFE_NAME
+
+    if tag is not None and not SAFE_NAME.match(tag):
+        raise BadInputError(f"--tag {tag!r} must match {SAFE_NAME.pattern}")
     slug = re.sub(r"[^a-z0-9]+", "-", (env.get("gpu") or "cpu").lower()).strip("-")
     day = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d")
     return out_dir / f"{slug}-{day}{'-' + tag if tag else ''}.json"
@@ -94,7 +99,8 @@ def _row(package: SolutionPackage, result, host_bench: dict | None, ceilings) ->
     bench = result.raw.get("bench") or {}
     ref_bench = host_bench or bench
     work = bench.get("work") or ref_bench.get("work")
-    row = {"definition": package.solution.definition, "solution": package.name, "workload": result.workload.uuid,
+    row = {"definition": package.solution.definition, "solution": package.name,
+           "solution_hash": package.solution.hash(), "workload": result.workload.uuid,
            "axes": dict(result.workload.axes), "status": result.status, "reason": result.reason,
            "latency_ms": bench.get("latency_ms"), "reference_latency_ms": ref_bench.get("reference_latency_ms"),
            "aa_noise_pct": bench.get("aa_noise_pct"), "timing_method": bench.get("timing_method"),
@@ -103,7 +109,29 @@ def _row(package: SolutionPackage, result, host_bench: dict | None, ceilings) ->
            "max_abs_error": result.raw.get("max_abs")}
     if work and ceilings is not None:
         row["floor_ms"] = floors.floor_ms(floors.Work(**work), ceilings)
+    if bench.get("declared_cache"):  # a declared cache is reported with its cold latency beside the warm one
+        row.update(declared_cache=bench["declared_cache"], cold_latency_ms=bench.get("cold_latency_ms"))
+    # Faster than the physical floor (bytes / bandwidth, FLOPs / peak) means something was skipped, not optimised.
+    row["implausible"] = bool(row["floor_ms"] and row["latency_ms"] is not None and row["latency_ms"] < row["floor_ms"])
     return row
+
+
+def flag_within_noise(rows: list[dict]) -> None:
+    """Mark rows whose gap to the best peer is smaller than the run's A/A noise for that definition."""
+    import statistics
+
+    for definition in {r["definition"] for r in rows}:
+        noise = [r["aa_noise_pct"] for r in rows if r["definition"] == definition and r.get("aa_noise_pct") is not None]
+        level = statistics.median(noise) if noise else None
+        for r in rows:
+            if r["definition"] != definition:
+                continue
+            r["aa_noise_median_pct"] = level
+            peers = [p["latency_ms"] for p in (r.get("peers") or {}).values() if p.get("latency_ms")]
+            if level is None or not peers or not r.get("latency_ms"):
+                r["within_noise_of_best_peer"] = None
+            else:
+                r["within_noise_of_best_peer"] = abs(r["latency_ms"] - min(peers)) / r["latency_ms"] * 100 < level
 
 
 def _finite(value):
@@ -119,7 +147,7 @@ def _finite(value):
 
 def run_bench(packages: list[SolutionPackage], *, keys: list[str] | None = None, stride: int = 1, trials: int = 3,
               seed: int = 0, warmup: int = 10, iters: int = 50, method: str = "cupti", peers: bool = True,
-              aa: bool = True, timeout_s: float = 300.0, out_dir: Path | None = None, tag: str | None = None,
+              aa: bool = True, aa_every: int = 4, reference_iters: int = 10, timeout_s: float = 300.0, out_dir: Path | None = None, tag: str | None = None,
               trace_dir: Path | None = None, progress: Callable[[str], None] = print,
               workload_sets: dict[str, list[Workload]] | None = None) -> tuple[dict, Path | None]:
     import torch
@@ -136,6 +164,7 @@ def run_bench(packages: list[SolutionPackage], *, keys: list[str] | None = None,
     for package in packages:
         by_def.setdefault(package.solution.definition, []).append(package)
     rows: list[dict] = []
+    env.update(warmup=warmup, iters=iters, trials=trials, reference_iters=reference_iters, aa_every=aa_every)
     for definition, group in by_def.items():
         if workload_sets and definition in workload_sets:
             chosen = list(workload_sets[definition])
@@ -150,15 +179,16 @@ def run_bench(packages: list[SolutionPackage], *, keys: list[str] | None = None,
         for index, package in enumerate(group):
             is_host = index == 0
             timing = {"warmup": warmup, "iters": iters, "method": method, "reference": is_host, "aa": aa,
-                      "peers": peer_names if is_host else []}
+                      "peers": peer_names if is_host else [], "reference_iters": reference_iters}
             trace_path = trace_dir / f"{package.name}.jsonl" if trace_dir else None
             results = []
             lock = threading.Lock()
+            aa_set = {w.uuid for w in chosen[::max(1, aa_every)]} if aa else set()
 
             def drive(share, dev):
                 done = gate_solution(package.solution, definition, share, trials=trials, seed=seed,
                                      tol=contest_tolerance(definition), timeout_s=timeout_s, device=dev,
-                                     trace_path=trace_path, timing=timing,
+                                     trace_path=trace_path, timing=timing, aa_uuids=aa_set,
                                      progress=lambda i, n, r: progress(
                                          f"[{package.name} {dev} {i}/{n}] {r.workload.uuid[:8]} {r.status}"
                                          + (f" {r.raw['bench']['latency_ms']:.4f} ms" if r.raw.get('bench') else "")
@@ -178,6 +208,13 @@ def run_bench(packages: list[SolutionPackage], *, keys: list[str] | None = None,
                 if is_host:
                     host[result.workload.uuid] = result.raw.get("bench") or {}
                 rows.append(_row(package, result, None if is_host else host.get(result.workload.uuid), ceilings))
+            results_doc, path = _save(env, rows, out_dir, tag, complete=False)  # a killed run keeps what it had
+    return _save(env, rows, out_dir, tag, complete=True)
+
+
+def _save(env: dict, rows: list[dict], out_dir: Path | None, tag: str | None, complete: bool):
+    flag_within_noise(rows)
+    env = {**env, "complete": complete}
     results = {"schema": SCHEMA, "environment": env, "rows": rows, "summary": scoring.summarize(rows)}
     path = None
     if out_dir is not None:

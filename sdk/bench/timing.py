@@ -55,15 +55,16 @@ def spans_from_trace(trace: dict, marker: str) -> list[float]:
     return spans
 
 
-def _time_cupti(fn: Callable, flush: torch.Tensor, iters: int) -> list[float]:
+def _time_cupti(fns: dict[str, tuple[Callable, int]], flush: torch.Tensor) -> dict[str, list[float]]:
+    """One profiler session for several callables (profiler start/stop and trace export cost more than the calls)."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    marker = "fib-sdk-call-"
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for i in range(iters):
-            flush.zero_()
-            with record_function(f"{marker}{i}"):
-                fn()
+        for key, (fn, iters) in fns.items():
+            for i in range(iters):
+                flush.zero_()
+                with record_function(f"fib-sdk-call-{key}-#{i}"):
+                    fn()
         torch.cuda.synchronize()
     fd, path = tempfile.mkstemp(suffix=".json")
     os.close(fd)
@@ -73,7 +74,7 @@ def _time_cupti(fn: Callable, flush: torch.Tensor, iters: int) -> list[float]:
             trace = json.load(f)
     finally:
         os.unlink(path)
-    return spans_from_trace(trace, marker)
+    return {key: spans_from_trace(trace, f"fib-sdk-call-{key}-#") for key in fns}
 
 
 def _time_events(fn: Callable, flush: torch.Tensor, iters: int) -> list[float]:
@@ -89,28 +90,42 @@ def _time_events(fn: Callable, flush: torch.Tensor, iters: int) -> list[float]:
     return out
 
 
-def time_call(fn: Callable, device: torch.device | str, *, warmup: int = 10, iters: int = 50,
-              method: str = "cupti") -> Timing:
+def time_many(fns: dict[str, tuple[Callable, int]], device: torch.device | str, *, warmup: int = 10,
+              method: str = "cupti") -> dict[str, Timing]:
+    """Time several callables, each `iters` times (key -> (fn, iters)), every call after an L2 flush."""
     device = torch.device(device)
     if device.type != "cuda":
         import time
 
-        for _ in range(min(warmup, 2)):
-            fn()
-        samples = []
-        for _ in range(iters):
-            t = time.perf_counter()
-            fn()
-            samples.append((time.perf_counter() - t) * 1e3)
-        return Timing(statistics.median(samples), samples, WALL)
+        out = {}
+        for key, (fn, iters) in fns.items():
+            for _ in range(min(warmup, 2)):
+                fn()
+            samples = []
+            for _ in range(iters):
+                t = time.perf_counter()
+                fn()
+                samples.append((time.perf_counter() - t) * 1e3)
+            out[key] = Timing(statistics.median(samples), samples, WALL)
+        return out
     flush = l2_flush_buffer(device)
-    for _ in range(1 + warmup):
-        flush.zero_()
-        fn()
+    for fn, _ in fns.values():
+        for _ in range(1 + warmup):
+            flush.zero_()
+            fn()
     torch.cuda.synchronize()
-    if method == "cupti":
-        samples = _time_cupti(fn, flush, iters)
+    spans = _time_cupti(fns, flush) if method == "cupti" else {}
+    out = {}
+    for key, (fn, iters) in fns.items():
+        samples = spans.get(key, [])
         if len(samples) == iters:
-            return Timing(statistics.median(samples), samples, CUPTI)
-    samples = _time_events(fn, flush, iters)
-    return Timing(statistics.median(samples), samples, EVENTS)
+            out[key] = Timing(statistics.median(samples), samples, CUPTI)
+        else:  # no device activity seen through the profiler: labelled fallback
+            samples = _time_events(fn, flush, iters)
+            out[key] = Timing(statistics.median(samples), samples, EVENTS)
+    return out
+
+
+def time_call(fn: Callable, device: torch.device | str, *, warmup: int = 10, iters: int = 50,
+              method: str = "cupti") -> Timing:
+    return time_many({"call": (fn, iters)}, device, warmup=warmup, method=method)["call"]

@@ -15,7 +15,10 @@ from typing import Callable, Iterable
 
 from .. import jsonl
 from .._fib import Correctness, Environment, Evaluation, Performance, Solution, Trace, Workload
+from . import scan as scan_mod
 from .compare import Tolerance
+
+STARTUP_S = 300.0  # a worker's interpreter start and imports (not the solution's time): loaded machines are slow
 
 
 @dataclass
@@ -85,9 +88,15 @@ class _Worker:
                                 daemon=True)
         self.proc.start()
         child.close()
+        self.ready = False
 
     def ask(self, task: dict, timeout_s: float) -> dict:
         try:
+            if not self.ready:  # the worker says "ready" once its imports are done; only then does timeout_s run
+                if not self.conn.poll(STARTUP_S):
+                    self.kill()
+                    return {"status": "RUNTIME_ERROR", "reason": f"worker did not start within {STARTUP_S:g} s"}
+                self.ready = self.conn.recv() == "ready"
             self.conn.send(task)
             if self.conn.poll(timeout_s):
                 return self.conn.recv()
@@ -115,8 +124,11 @@ class _Worker:
 
 def gate_solution(solution: Solution, definition: str, workloads: Iterable[Workload], *, trials: int = 3,
                   seed: int = 0, tol: Tolerance = Tolerance(), timeout_s: float = 300.0, device: str | None = None,
-                  trace_path: str | Path | None = None, timing: dict | None = None,
-                  progress: Callable[[int, int, GateResult], None] | None = None) -> list[GateResult]:
+                  trace_path: str | Path | None = None, timing: dict | None = None, aa_uuids: set | None = None,
+                  progress: Callable[[int, int, GateResult], None] | None = None,
+                  scan: bool = True) -> list[GateResult]:
+    """Gate `solution` on each workload in its own worker process. With `scan`, the static scan runs first and a
+    solution with findings is neither built nor run: every workload gets RUNTIME_ERROR "static scan: ..."."""
     import torch
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -125,20 +137,28 @@ def gate_solution(solution: Solution, definition: str, workloads: Iterable[Workl
     results: list[GateResult] = []
     worker: _Worker | None = None
     compile_failure: dict | None = None
+    findings = scan_mod.scan(solution) if scan else []
+    if findings:  # rejected before any build or device time; the log lists every finding
+        compile_failure = {"status": "RUNTIME_ERROR", "reason": scan_mod.reason(findings),
+                           "log": "\n".join(str(f) for f in findings)}
     try:
         for i, workload in enumerate(workloads):
-            if compile_failure is not None:  # a build that failed once fails again: don't rebuild per workload
+            if compile_failure is not None:  # a failed build (or scan) fails again: no rebuild per workload
                 raw = dict(compile_failure)
             else:
                 worker = worker or _Worker(solution, definition, device)
                 raw = worker.ask({"workload": workload.model_dump_json(), "trials": trials, "seed": seed,
-                                  "tol": tol.__dict__, "timing": timing}, timeout_s)
+                                  "tol": tol.__dict__,
+                                  "timing": timing and {**timing, "aa": timing["aa"] and (aa_uuids is None
+                                                                                         or workload.uuid in aa_uuids)}},
+                                 timeout_s)
                 if raw["status"] == "COMPILE_ERROR":
                     compile_failure = raw
                 if raw["status"] in ("TIMEOUT", "RUNTIME_ERROR") and not worker.proc.is_alive():
                     worker = None  # a fresh process for the next workload
-                elif raw["status"] == "RUNTIME_ERROR" and "illegal memory access" in raw.get("reason", ""):
-                    worker.kill()  # the CUDA context is unusable after an illegal access
+                elif raw["status"] == "RUNTIME_ERROR" and ("illegal memory access" in raw.get("reason", "")
+                                                           or "CUDA error" in raw.get("reason", "")):
+                    worker.kill()  # the CUDA context is unusable after an illegal access or other sticky error
                     worker = None
             trace = make_trace(solution, definition, workload, raw, env)
             if trace_path is not None:

@@ -35,14 +35,28 @@ class _Capture:
         self.file.close()
 
 
+def _no_core_dumps() -> None:
+    """A crashing solution must not write a multi-GB core file into the working directory."""
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    except (ImportError, ValueError, OSError):  # not POSIX, or not permitted: nothing to protect
+        pass
+
+
 def main(conn, solution_json: str, definition_name: str, device: str) -> None:
     from .. import definitions, solutions
     from .._fib import Solution, Workload
+    from . import guards
     from .compare import Tolerance
     from .evaluate import evaluate
 
     solution = Solution.model_validate_json(solution_json)
     definition = definitions.load(definition_name)
+    guards.arm()  # before the solution is imported: what it replaces from here on is seen
+    _no_core_dumps()
+    conn.send("ready")  # the parent's per-workload timeout starts now, not during interpreter start-up
     fn = None
     while True:
         task = conn.recv()
@@ -70,6 +84,8 @@ def main(conn, solution_json: str, definition_name: str, device: str) -> None:
                         result["bench"] = measure(fn, solution, definition, workload, trials=task["trials"],
                                                   seed=task["seed"], device=device, tol=Tolerance(**task["tol"]),
                                                   **task["timing"])
+                        if (rejected := result["bench"].get("rejected")):  # caught by the post-timing probe
+                            result.update(status=rejected["status"], reason=f"timing: {rejected['reason']}")
             except Exception as exc:  # a defect in the harness or the reference, reported, not hidden
                 traceback.print_exc()
                 result = {"status": "RUNTIME_ERROR", "reason": f"harness: {type(exc).__name__}: {exc}"}

@@ -15,6 +15,23 @@ from ..errors import BadInputError
 HERE = Path(__file__).parent
 
 
+INPUT_FIELDS = {"random": {"type"}, "scalar": {"type", "value"}, "safetensors": {"type", "path", "tensor_key"}}
+
+
+def _check_fields(raw) -> None:
+    """pydantic ignores unknown keys; a workload file with them is more likely wrong than extended."""
+    if not isinstance(raw, dict):
+        raise ValueError("a workload line must be a JSON object")
+    for where, obj, allowed in (("line", raw, Trace.model_fields), ("workload", raw.get("workload") or {},
+                                                                       Workload.model_fields)):
+        unknown = set(obj) - set(allowed)
+        if unknown:
+            raise ValueError(f"unknown {where} field(s) {sorted(unknown)}")
+    for name, spec in ((raw.get("workload") or {}).get("inputs") or {}).items():
+        if isinstance(spec, dict) and (extra := set(spec) - INPUT_FIELDS.get(spec.get("type"), set(spec))):
+            raise ValueError(f"input {name!r}: unknown field(s) {sorted(extra)}")
+
+
 def parse_jsonl(path: Path, definition: str | None = None) -> list[Workload]:
     """Parse a workload JSONL file; a bad line raises BadInputError naming the file and line."""
     out = []
@@ -26,6 +43,7 @@ def parse_jsonl(path: Path, definition: str | None = None) -> list[Workload]:
         if not line.strip():
             continue
         try:
+            _check_fields(json.loads(line))
             trace = Trace.model_validate_json(line)
         except Exception as exc:
             first = str(exc).strip().splitlines()

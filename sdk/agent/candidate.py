@@ -1,0 +1,67 @@
+"""A candidate on disk: rendered template sources (plus any files a coder replaced) packaged as a contest
+solution under `<run>/candidates/<id>/package/`, and the promotion of the best one into a solutions folder."""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+from .. import render
+from ..regenerate import write_render_record
+from ..solutions import load_package
+
+AUTHOR = "fib-contest-sdk"
+
+
+def config_toml(name: str, definition: str, entry_point: str, description: str) -> str:
+    return (f'[solution]\nname = {json.dumps(name)}\ndefinition = {json.dumps(definition)}\n'
+            f'author = "{AUTHOR}"\ndescription = {json.dumps(description)}\n\n'
+            f'[build]\nlanguage = "python"\nentry_point = {json.dumps(entry_point)}\n'
+            f'destination_passing_style = true\nbinding = "torch"\nsource_dir = "python"\n')
+
+
+def sources_digest(files: dict[str, str]) -> str:
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        digest.update(name.encode() + b"\0" + files[name].encode() + b"\0")
+    return digest.hexdigest()
+
+
+def materialize(package_dir: Path, *, name: str, definition: str, template: str, params: dict,
+                overlay: dict[str, str], templates_root: Path) -> dict[str, str]:
+    """Render the template point, replace overlaid files, write the package; returns file name -> text."""
+    spec = render.load_template(template, templates_root)
+    files = render.render_files(template, params, templates_root)
+    files.update(overlay)
+    source = package_dir / "solution" / "python"
+    source.mkdir(parents=True, exist_ok=True)
+    for file_name, text in files.items():
+        (source / file_name).write_text(text)
+    entry = spec.get("entry_point", "main.py::run")
+    about = f"agent candidate from templates/{template} params {json.dumps(params, sort_keys=True)}"
+    (package_dir / "config.toml").write_text(config_toml(name, definition, entry, about))
+    return files
+
+
+def load_solution(package_dir: Path):
+    return load_package(package_dir).solution
+
+
+def promote(record: dict, package_dir: Path, dest_root: Path, dir_name: str, evidence: dict) -> Path:
+    """Copy the candidate into `dest_root/dir_name` (config.toml, sources, render.toml when it is a pure
+    template point, evidence.json); an earlier promotion there is replaced."""
+    dest = Path(dest_root) / dir_name
+    if (dest / "solution").exists():
+        shutil.rmtree(dest / "solution")
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(package_dir / "solution", dest / "solution")
+    config = (package_dir / "config.toml").read_text()
+    config = config.replace(f'name = {json.dumps(record["solution_name"])}', f"name = {json.dumps(dir_name)}", 1)
+    (dest / "config.toml").write_text(config)
+    if record.get("overlay_files"):
+        (dest / "render.toml").unlink(missing_ok=True)  # hand-edited files: not reproducible from params alone
+    else:
+        write_render_record(dest, record["template"], record["params"])
+    (dest / "evidence.json").write_text(json.dumps(evidence, indent=1, sort_keys=True) + "\n")
+    return dest

@@ -1,0 +1,63 @@
+// torch binding of the fused-MoE launcher (moe_launch.cu): argument checks, one workspace allocation per call
+// (from torch's caching allocator; recomputed entirely by every call), the current stream.
+#include <torch/extension.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <vector>
+
+#include "moe_api.h"
+
+namespace {
+
+using namespace fused_moe;
+
+void expect(const torch::Tensor& t, at::ScalarType type, std::vector<int64_t> shape, const char* name) {
+  TORCH_CHECK(t.is_cuda() && t.scalar_type() == type && t.sizes() == c10::IntArrayRef(shape) && t.is_contiguous(),
+              name, ": expected a contiguous CUDA tensor of dtype ", type, " and shape ", shape, ", got ",
+              t.scalar_type(), " ", t.sizes(), t.is_cuda() ? "" : " on the CPU");
+}
+
+}  // namespace
+
+// path: -1 = by T, 0 = small-T kernels (T <= SMALL_T_MAX), 1 = large-T kernels.
+// Returns views of the workspace (meta as int32[64], perm_tok, perm_w, bf16 intermediate) for diagnostics.
+std::vector<torch::Tensor> forward(torch::Tensor logits, torch::Tensor bias, torch::Tensor x, torch::Tensor x_scale,
+                                   torch::Tensor w1, torch::Tensor w1_scale, torch::Tensor w2, torch::Tensor w2_scale,
+                                   int64_t local_offset, double scaling, torch::Tensor out, int64_t path) {
+  const int64_t T = x.size(0);
+  expect(logits, at::kFloat, {T, kNumExperts}, "routing_logits");
+  expect(bias, at::kBFloat16, {kNumExperts}, "routing_bias");
+  expect(x, at::kFloat8_e4m3fn, {T, kHidden}, "hidden_states");
+  expect(x_scale, at::kFloat, {kHiddenBlocks, T}, "hidden_states_scale");
+  expect(w1, at::kFloat8_e4m3fn, {kLocalExperts, kGemm1Out, kHidden}, "gemm1_weights");
+  expect(w1_scale, at::kFloat, {kLocalExperts, kGemm1OutBlocks, kHiddenBlocks}, "gemm1_weights_scale");
+  expect(w2, at::kFloat8_e4m3fn, {kLocalExperts, kHidden, kInter}, "gemm2_weights");
+  expect(w2_scale, at::kFloat, {kLocalExperts, kHiddenBlocks, kInterBlocks}, "gemm2_weights_scale");
+  expect(out, at::kBFloat16, {T, kHidden}, "output");
+  TORCH_CHECK(T < (1 << 24), "seq_len too large for int32 slot arithmetic");
+  if (T == 0) return {};
+  const bool large = path < 0 ? T > small_t_max() : path == 1;
+  TORCH_CHECK(large || T <= small_t_max(), "small-T kernels need T <= ", small_t_max());
+  const c10::cuda::CUDAGuard guard(x.device());
+
+  const WorkspaceLayout layout(T, large);
+  torch::Tensor ws = torch::empty({static_cast<int64_t>(layout.bytes)}, x.options().dtype(torch::kUInt8));
+  LaunchArgs args{logits.data_ptr<float>(), bias.data_ptr(), x.data_ptr(), x_scale.data_ptr<float>(),
+                  w1.data_ptr(), w1_scale.data_ptr<float>(), w2.data_ptr(), w2_scale.data_ptr<float>(),
+                  static_cast<int>(local_offset), static_cast<float>(scaling), out.data_ptr(), static_cast<int>(T),
+                  large, ws.data_ptr<uint8_t>()};
+  C10_CUDA_CHECK(launch(args, c10::cuda::getCurrentCUDAStream()));
+
+  const int64_t cap = layout.capacity;
+  auto bytes = [&](size_t off, int64_t n) { return ws.narrow(0, static_cast<int64_t>(off), n); };
+  return {bytes(layout.meta, sizeof(MoeMeta)).view(torch::kInt32),
+          bytes(layout.perm_tok, cap * 4).view(torch::kInt32),
+          bytes(layout.perm_w, cap * 4).view(torch::kFloat32),
+          bytes(layout.inter, cap * kInter * 2).view(torch::kBFloat16).view({cap, kInter})};
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("forward", &forward, "DeepSeek-V3 FP8 block-scale MoE (32 local experts), destination-passing");
+}

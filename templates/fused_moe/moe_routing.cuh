@@ -1,0 +1,233 @@
+// DeepSeek-V3 no-aux routing on the GPU and the per-local-expert token permutation.
+//
+// Routing: one warp per token, lane l owns experts 8l..8l+7, so routing group g (32 experts) is lanes 4g..4g+3.
+// Ties (measure zero with random fp32 logits) resolve towards the lower index.
+//
+// Permutation: one CTA of 32 warps, warp e owns local expert e and walks the tokens in order with ballots, so each
+// expert's token list is in token order and the result is deterministic. Outputs:
+//   meta.counts/offsets            tokens per local expert, exclusive prefix (slots are expert-major)
+//   perm_tok[slot], perm_w[slot]   token id and routing weight of each (token, local expert) assignment
+//   slot_of[t * 8 + r]             slot of token t's r-th local expert (ascending expert id), for the combine
+#pragma once
+
+#include "moe_common.cuh"
+
+namespace fused_moe {
+
+struct RouteArgs {
+  const float* logits;           // [T, 256]
+  const __nv_bfloat16* bias;     // [256]
+  int T;
+  int local_offset;              // first global expert id of this rank
+  float scaling;                 // routed_scaling_factor
+};
+
+// Routes token t with the calling warp. Returns the 32-bit mask of picked local experts (same on all lanes) and
+// writes the routing weight of each picked local expert to w_row[le] (other entries untouched).
+__device__ __forceinline__ uint32_t route_token_warp(const RouteArgs& a, int t, float* w_row) {
+  const int lane = threadIdx.x & 31;
+  const float4* src = reinterpret_cast<const float4*>(a.logits + static_cast<size_t>(t) * kNumExperts) + lane * 2;
+  const float4 x0 = src[0], x1 = src[1];
+  const uint4 braw = reinterpret_cast<const uint4*>(a.bias)[lane];
+  const float x[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+  const uint32_t bw[4] = {braw.x, braw.y, braw.z, braw.w};
+  float s[8], sb[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const uint32_t bits = (i & 1) ? (bw[i / 2] & 0xFFFF0000u) : (bw[i / 2] << 16);
+    s[i] = 1.0f / (1.0f + expf(-x[i]));
+    sb[i] = s[i] + __uint_as_float(bits);
+  }
+  // Group score: sum of the group's two largest biased scores (duplicates count twice, as torch.topk does).
+  float m1 = -INFINITY, m2 = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    if (sb[i] > m1) {
+      m2 = m1;
+      m1 = sb[i];
+    } else if (sb[i] > m2) {
+      m2 = sb[i];
+    }
+  }
+#pragma unroll
+  for (int off = 1; off <= 2; off <<= 1) {
+    const float o1 = __shfl_xor_sync(0xffffffffu, m1, off), o2 = __shfl_xor_sync(0xffffffffu, m2, off);
+    const float n2 = fmaxf(fminf(m1, o1), fmaxf(m2, o2));
+    m1 = fmaxf(m1, o1);
+    m2 = n2;
+  }
+  const float my_group_score = m1 + m2;
+  const int my_group = lane >> 2;
+  int rank = 0;
+#pragma unroll
+  for (int g = 0; g < kGroups; ++g) {
+    const float other = __shfl_sync(0xffffffffu, my_group_score, g * 4);
+    rank += (other > my_group_score || (other == my_group_score && g < my_group)) ? 1 : 0;
+  }
+  const bool group_kept = rank < kTopKGroups;
+
+  // Top-8 experts by biased score among the kept groups: 8 rounds of warp arg-max (value desc, index asc).
+  uint32_t taken = 0;
+  int ids[kTopK];
+  float picked_s[kTopK];
+#pragma unroll
+  for (int r = 0; r < kTopK; ++r) {
+    float bv = -INFINITY, bs = 0.0f;
+    int bi = 0x7fffffff;
+    if (group_kept) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        if (!((taken >> i) & 1u) && sb[i] > bv) {
+          bv = sb[i];
+          bs = s[i];
+          bi = lane * 8 + i;
+        }
+      }
+    }
+#pragma unroll
+    for (int off = 16; off >= 1; off >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, bv, off);
+      const float os = __shfl_xor_sync(0xffffffffu, bs, off);
+      const int oi = __shfl_xor_sync(0xffffffffu, bi, off);
+      if (ov > bv || (ov == bv && oi < bi)) {
+        bv = ov;
+        bs = os;
+        bi = oi;
+      }
+    }
+    ids[r] = bi;
+    picked_s[r] = bs;
+    if ((bi >> 3) == lane) taken |= 1u << (bi & 7);
+  }
+  float sum = 0.0f;
+#pragma unroll
+  for (int r = 0; r < kTopK; ++r) sum += picked_s[r];
+  const float denom = sum + 1e-20f;
+  uint32_t mask = 0;
+#pragma unroll
+  for (int r = 0; r < kTopK; ++r) {
+    const int le = ids[r] - a.local_offset;
+    if (le >= 0 && le < kLocalExperts) {
+      mask |= 1u << le;
+      if (lane == r) w_row[le] = picked_s[r] / denom * a.scaling;
+    }
+  }
+  return mask;
+}
+
+// Multi-CTA routing (large T): one warp per token; writes mask[t] and local_w[t * 32 + le].
+template <int WARPS>
+__global__ void __launch_bounds__(WARPS * 32) route_kernel(RouteArgs a, uint32_t* __restrict__ mask,
+                                                           float* __restrict__ local_w) {
+  const int t = blockIdx.x * WARPS + (threadIdx.x >> 5);
+  if (t >= a.T) return;
+  const uint32_t m = route_token_warp(a, t, local_w + static_cast<size_t>(t) * kLocalExperts);
+  if ((threadIdx.x & 31) == 0) mask[t] = m;
+}
+
+// ---- permutation (one CTA of 1024 threads: warp e <-> local expert e) -------------------------------------------
+
+struct PermOut {
+  MoeMeta* meta;
+  int* perm_tok;
+  float* perm_w;
+  int* slot_of;  // may be null (the small-T path combines without it)
+};
+
+// Counts expert `e`'s tokens among masks[0..n) (smem), as seen by warp e.
+__device__ __forceinline__ int count_expert(const uint32_t* masks, int n, int e) {
+  const int lane = threadIdx.x & 31;
+  int cnt = 0;
+  for (int base = 0; base < n; base += 32) {
+    const int i = base + lane;
+    const bool hit = i < n && ((masks[i] >> e) & 1u);
+    cnt += __popc(__ballot_sync(0xffffffffu, hit));
+  }
+  return cnt;
+}
+
+// Writes expert e's assignments among tokens [t0, t0 + n) (masks in smem) from slot `pos` on; returns the new pos.
+// `weight(t)` gives the routing weight row of token t.
+template <typename WeightRow>
+__device__ __forceinline__ int emit_expert(const uint32_t* masks, int n, int t0, int e, int pos, const PermOut& o,
+                                           WeightRow weight) {
+  const int lane = threadIdx.x & 31;
+  for (int base = 0; base < n; base += 32) {
+    const int i = base + lane;
+    const uint32_t m = i < n ? masks[i] : 0u;
+    const bool hit = (m >> e) & 1u;
+    const uint32_t ballot = __ballot_sync(0xffffffffu, hit);
+    if (hit) {
+      const int slot = pos + __popc(ballot & ((1u << lane) - 1u));
+      const int t = t0 + i;
+      o.perm_tok[slot] = t;
+      o.perm_w[slot] = weight(t)[e];
+      if (o.slot_of != nullptr) o.slot_of[t * kMaxLocalPerToken + __popc(m & ((1u << e) - 1u))] = slot;
+    }
+    pos += __popc(ballot);
+  }
+  return pos;
+}
+
+// Publishes counts and offsets (thread e of warp 0 holds expert e's count); returns this expert's offset via smem.
+__device__ __forceinline__ void publish_counts(int* s_counts, int* s_offsets, MoeMeta* meta) {
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    const int c = s_counts[threadIdx.x];
+    const int incl = warp_inclusive_sum(c);
+    s_offsets[threadIdx.x] = incl - c;
+    meta->counts[threadIdx.x] = c;
+    meta->offsets[threadIdx.x] = incl - c;
+  }
+  __syncthreads();
+}
+
+// Large T: masks/local_w from route_kernel, staged through smem in chunks of CHUNK tokens; two passes.
+template <int CHUNK>
+__global__ void __launch_bounds__(1024) permute_kernel(const uint32_t* __restrict__ mask,
+                                                       const float* __restrict__ local_w, int T, PermOut o) {
+  __shared__ uint32_t s_mask[CHUNK];
+  __shared__ int s_counts[32], s_offsets[32];
+  const int e = threadIdx.x >> 5;
+  int cnt = 0;
+  for (int t0 = 0; t0 < T; t0 += CHUNK) {
+    const int n = min(CHUNK, T - t0);
+    __syncthreads();
+    for (int i = threadIdx.x; i < n; i += 1024) s_mask[i] = mask[t0 + i];
+    __syncthreads();
+    cnt += count_expert(s_mask, n, e);
+  }
+  if ((threadIdx.x & 31) == 0) s_counts[e] = cnt;
+  publish_counts(s_counts, s_offsets, o.meta);
+  int pos = s_offsets[e];
+  auto weight = [&](int t) { return local_w + static_cast<size_t>(t) * kLocalExperts; };
+  for (int t0 = 0; t0 < T; t0 += CHUNK) {
+    const int n = min(CHUNK, T - t0);
+    __syncthreads();
+    for (int i = threadIdx.x; i < n; i += 1024) s_mask[i] = mask[t0 + i];
+    __syncthreads();
+    pos = emit_expert(s_mask, n, t0, e, pos, o, weight);
+  }
+}
+
+// Small T (T <= TMAX): routing and permutation in one CTA, nothing but the results leaves shared memory.
+template <int TMAX>
+__global__ void __launch_bounds__(1024) route_permute_small_kernel(RouteArgs a, PermOut o) {
+  __shared__ uint32_t s_mask[TMAX];
+  __shared__ float s_w[TMAX][kLocalExperts];
+  __shared__ int s_counts[32], s_offsets[32];
+  const int warp = threadIdx.x >> 5;
+  for (int t = warp; t < a.T; t += 32) {
+    const uint32_t m = route_token_warp(a, t, s_w[t]);
+    if ((threadIdx.x & 31) == 0) s_mask[t] = m;
+  }
+  __syncthreads();
+  const int e = warp;
+  const int cnt = count_expert(s_mask, a.T, e);
+  if ((threadIdx.x & 31) == 0) s_counts[e] = cnt;
+  publish_counts(s_counts, s_offsets, o.meta);
+  auto weight = [&](int t) { return s_w[t]; };
+  emit_expert(s_mask, a.T, 0, e, s_offsets[e], o, weight);
+}
+
+}  // namespace fused_moe

@@ -1,0 +1,177 @@
+"""Each hostile package goes through the real gate (its own worker process) and is rejected for a named reason.
+
+Packages the static scan catches are also run with scan=False where a runtime defence exists, so both layers are
+shown to hold on their own. Cheats that only a GPU can express (side streams, the CUDA caching allocator, an
+illegal access) are the `gpu` tests at the end.
+"""
+import math
+
+import pytest
+import torch
+
+from sdk import solutions
+from sdk.gate.compare import Tolerance, error_stats
+from tests.adversarial.support import TIMING, gate, package, scan_rules, tiny_attention, tiny_indexer
+
+STALE_OUTPUT = ("trial 0: output: contains NaN", "trial 0: output: contains inf", "trial 0: output: matched ratio",
+                "trial 0: lse: contains", "trial 0: lse: matched ratio")
+
+# What the static scan must find in each package (empty: the cheat is built to pass the scan, a runtime defence
+# catches it).
+SCAN = {
+    "empty_return": set(), "leftover_read": set(), "partial_write": set(), "nan_output": set(),
+    "mutates_inputs": set(), "shape_special_case": set(),
+    "deferred_thread": {"forbidden-import"},
+    "trial_zero_only": {"global-state"},
+    "converted_once": {"global-state"},
+    "ptr_cache": {"pointer-key", "global-state"},
+    "late_cache": {"pointer-key", "global-state"},
+    "timer_patch": {"monkey-patch"},
+    "side_stream": {"cuda-stream"},
+    "calls_reference": {"forbidden-import"},
+    "steals_reference": {"introspection"},
+    "reads_reference_file": {"file-access", "dynamic-code"},
+    "cpu_roundtrip": {"host-compute"},
+    "crash_by_shape": {"forbidden-import"},
+    "declared_cache": set(),
+}
+
+
+def test_every_hostile_package_is_listed_and_scans_as_expected():
+    on_disk = {p.root.name for p in solutions.discover(package("ptr_cache").root.parent)}
+    assert set(SCAN) <= on_disk
+    for name, expected in SCAN.items():
+        found = scan_rules(name)
+        assert expected <= found and (found or not expected), (name, found)
+        if not expected:
+            assert found == set(), (name, found)
+
+
+@pytest.mark.parametrize("name,rule", [("calls_reference", "forbidden-import"), ("steals_reference", "introspection"),
+                                       ("reads_reference_file", "suspicious-string"), ("cpu_roundtrip", "host-compute"),
+                                       ("side_stream", "cuda-stream"), ("timer_patch", "monkey-patch")])
+def test_scan_rejects_before_building(name, rule, tmp_path):
+    """Calling the reference, host computation, side streams, patched timers: refused by the gate's scan, for
+    every workload, without a worker (no build, no device time); the traces say why."""
+    solution = package(name).solution
+    workloads = [tiny_attention(1, "w1"), tiny_attention(2, "w2")] if "attention" in solution.definition else \
+        [tiny_indexer("w1"), tiny_indexer("w2")]
+    results = gate(name, workloads, trace_path=tmp_path / "traces.jsonl")
+    assert [r.status for r in results] == ["RUNTIME_ERROR"] * 2
+    assert all(r.reason.startswith(f"static scan: {rule} at main.py:") for r in results), results[0].reason
+    assert "static scan" in results[0].trace.evaluation.log
+    assert "latency_ms" not in results[0].raw  # nothing ran
+
+
+def test_reading_freed_memory_fails():
+    """The candidate runs before the reference of its trial, so no fresh reference result sits in freed memory
+    (with the reference first, this package copied the reference's exact output on CPU). empty_return, the
+    value-returning variant, runs in the GPU list below, where the caching allocator makes it bite."""
+    (result,) = gate("leftover_read")
+    assert result.status == "INCORRECT_NUMERICAL", result.reason
+    assert result.reason.startswith(STALE_OUTPUT), result.reason
+
+
+def test_partial_write_is_caught_by_poisoned_outputs():
+    (result,) = gate("partial_write", trials=1)
+    assert result.status == "INCORRECT_NUMERICAL"
+    assert result.reason == "trial 0: output: contains NaN (or was left unwritten)"
+
+
+def test_nan_outputs_fail_although_the_tolerance_rule_alone_would_accept_them():
+    ref = torch.randn(64)
+    assert error_stats(torch.full_like(ref, math.nan), ref, Tolerance())["matched_ratio"] == 1.0  # the loophole
+    (result,) = gate("nan_output", trials=1)
+    assert (result.status, result.reason) == ("INCORRECT_NUMERICAL",
+                                              "trial 0: output: contains NaN (or was left unwritten)")
+
+
+def test_input_mutation_is_caught():
+    (result,) = gate("mutates_inputs", trials=1)
+    assert (result.status, result.reason) == ("RUNTIME_ERROR",
+                                              "trial 0: the solution modified its input(s) ['weights']")
+
+
+def test_work_left_on_a_thread_is_caught_at_runtime():
+    (result,) = gate("deferred_thread", scan=False, trials=1)
+    assert result.status == "RUNTIME_ERROR"
+    assert "left 1 thread(s) running after it returned" in result.reason
+
+
+def test_patched_timers_are_caught_at_runtime():
+    (result,) = gate("timer_patch", scan=False, trials=1)
+    assert result.status == "RUNTIME_ERROR"
+    for name in ("time.perf_counter", "torch.cuda.Event.elapsed_time", "torch.cuda.synchronize"):
+        assert name in result.reason
+
+
+@pytest.mark.parametrize("name", ["ptr_cache", "converted_once"])
+def test_caches_across_calls_fail_on_the_second_trial(name):
+    """Trial 1 writes fresh values into trial 0's tensors (same objects, same addresses): identity-, pointer- and
+    shape-keyed caches replay a stale answer. Run without the scan, which catches them first. (trial_zero_only,
+    an output cache keyed by shape, runs in the GPU list.)"""
+    (result,) = gate(name, scan=False)
+    assert result.status == "INCORRECT_NUMERICAL", result.reason
+    assert result.reason.startswith("trial 1: "), result.reason
+
+
+def test_shape_special_case_fails_on_the_other_shape():
+    results = gate("shape_special_case", [tiny_attention(1), tiny_attention(2)])
+    assert [r.status for r in results] == ["PASSED", "INCORRECT_NUMERICAL"], [r.reason for r in results]
+    assert results[1].reason.startswith("trial 0: "), results[1].reason
+
+
+def test_cache_that_starts_after_the_gate_is_caught_by_the_post_timing_probe():
+    """late_cache is honest for its first 4 calls (the gate's), then returns at once on the same tensors: the
+    bench would time a no-op. The probe after timing writes new values into the timed tensors and checks."""
+    (result,) = gate("late_cache", scan=False, timing=TIMING)
+    assert result.status == "INCORRECT_NUMERICAL", result.reason
+    assert result.reason.startswith("timing: after timing, the timed tensors with new values: "), result.reason
+    assert result.raw["bench"]["rejected"]["status"] == "INCORRECT_NUMERICAL"
+    assert result.trace.evaluation.performance is None  # no latency is reported for it
+
+
+def test_declared_cache_is_timed_cold_and_warm():
+    (result,) = gate("declared_cache", timing=TIMING)
+    assert result.status == "PASSED", result.reason
+    bench = result.raw["bench"]
+    assert bench["declared_cache"].startswith("position ramps")
+    assert bench["cold_latency_ms"] > 0 and bench["warm_latency_ms"] == bench["latency_ms"] > 0
+    assert "rejected" not in bench
+
+
+# ---- GPU: the same cheats where the CUDA caching allocator, streams and CUPTI make them bite ------------------------
+
+GPU_EXPECTED = {"empty_return": "INCORRECT_NUMERICAL", "leftover_read": "INCORRECT_NUMERICAL",
+                "partial_write": "INCORRECT_NUMERICAL", "nan_output": "INCORRECT_NUMERICAL",
+                "ptr_cache": "INCORRECT_NUMERICAL", "trial_zero_only": "INCORRECT_NUMERICAL",
+                "converted_once": "INCORRECT_NUMERICAL", "mutates_inputs": "RUNTIME_ERROR",
+                "deferred_thread": "RUNTIME_ERROR", "timer_patch": "RUNTIME_ERROR"}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(GPU_EXPECTED))
+def test_memory_cache_and_tampering_cheats_fail_on_gpu(name):
+    (result,) = gate(name, device="cuda", scan=False)
+    assert result.status == GPU_EXPECTED[name], result.reason
+
+
+@pytest.mark.gpu
+def test_late_cache_is_caught_after_cupti_timing():
+    (result,) = gate("late_cache", device="cuda", scan=False, timing={**TIMING, "iters": 10})
+    assert result.status == "INCORRECT_NUMERICAL", result.reason
+    assert result.reason.startswith("timing: after timing"), result.reason
+
+
+@pytest.mark.gpu
+def test_side_stream_work_is_still_timed():
+    """With scan=False the side-stream solution is correct (the gate's synchronize is device-wide), and CUPTI
+    counts the kernels it launched on its private stream: its latency is not below the same code on the
+    default stream (shape_special_case's one-token path is that code)."""
+    workload = [tiny_attention(1, "side-stream")]
+    timing = {**TIMING, "warmup": 5, "iters": 20}
+    (side,) = gate("side_stream", workload, device="cuda", scan=False, timing=timing)
+    (plain,) = gate("shape_special_case", workload, device="cuda", timing=timing)
+    assert side.status == plain.status == "PASSED", (side.reason, plain.reason)
+    assert side.raw["bench"]["latency_ms"] >= 0.7 * plain.raw["bench"]["latency_ms"], (side.raw["bench"],
+                                                                                        plain.raw["bench"])

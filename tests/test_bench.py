@@ -1,0 +1,79 @@
+"""Bench plumbing on CPU: trace-span extraction, scheduling over GPUs, the remote-job boundary, a tiny real run."""
+import json
+
+import pytest
+
+from sdk import solutions
+from sdk.bench import remote
+from sdk.bench.runner import SCHEMA, flag_within_noise, run_bench, spread
+from sdk.bench.timing import spans_from_trace
+from sdk.errors import BadInputError
+from tests.helpers import ATTENTION, INDEXER, small_attention, small_indexer
+
+
+def _ev(cat, ts, dur=0, name="x", corr=None):
+    e = {"ph": "X", "cat": cat, "ts": ts, "dur": dur, "name": name}
+    if corr is not None:
+        e["args"] = {"correlation": corr}
+    return e
+
+
+def test_span_covers_first_to_last_device_activity_launched_inside_the_call():
+    trace = {"traceEvents": [
+        _ev("kernel", 5, 3, corr=1),                       # the L2 flush, launched before the call
+        _ev("cuda_runtime", 1, 1, "cudaLaunchKernel", 1),
+        _ev("user_annotation", 10, 20, "m0"),
+        _ev("cuda_runtime", 12, 1, "cudaLaunchKernel", 2),
+        _ev("cuda_runtime", 15, 1, "cudaMemsetAsync", 3),
+        _ev("kernel", 40, 10, corr=2), _ev("gpu_memset", 55, 5, corr=3),
+        _ev("user_annotation", 100, 20, "m1"),
+        _ev("cuda_runtime", 101, 1, "cudaLaunchKernel", 4), _ev("kernel", 130, 2.5, corr=4),
+    ]}
+    assert spans_from_trace(trace, "m") == [pytest.approx(0.020), pytest.approx(0.0025)]
+
+
+def test_spread_balances_and_keeps_order():
+    items = list(range(10))
+    shares = spread(items, 3, cost=lambda i: 10 - i)
+    assert sorted(sum(shares, [])) == items and all(s == sorted(s) for s in shares)
+    loads = [sum(10 - i for i in s) for s in shares]
+    assert max(loads) - min(loads) <= 10
+    assert spread(items, 1) == [items] and spread([], 4) == [[], [], [], []]
+
+
+def test_within_noise_flag():
+    rows = [{"definition": "d", "latency_ms": 1.0, "aa_noise_pct": 5.0, "peers": {"p": {"latency_ms": 1.02}}},
+            {"definition": "d", "latency_ms": 1.0, "aa_noise_pct": None, "peers": {"p": {"latency_ms": 2.0}}}]
+    flag_within_noise(rows)
+    assert rows[0]["within_noise_of_best_peer"] is True and rows[1]["within_noise_of_best_peer"] is False
+
+
+def test_remote_payload_round_trip_and_result_parsing(tmp_path):
+    packages = [p for p in solutions.discover() if "baseline" in p.name]
+    payload = json.loads(json.dumps(remote.build_payload(packages, stride=4, trials=3)))
+    rebuilt = remote.packages_from_payload(payload, tmp_path)
+    assert [p.solution.hash() for p in rebuilt] == [p.solution.hash() for p in packages]
+    with pytest.raises(BadInputError, match="unknown remote"):
+        remote.build_payload(packages, iters=3)
+    with pytest.raises(BadInputError, match="schema"):
+        remote.parse_result('{"schema": "other"}')
+    with pytest.raises(BadInputError, match="lacks"):
+        remote.parse_result(json.dumps({"schema": SCHEMA, "rows": []}))
+    ok = {"schema": SCHEMA, "environment": {"gpu": "NVIDIA B200"}, "rows": [], "summary": {}}
+    assert remote.parse_result(json.dumps(ok)) == ok
+    assert remote.save(ok, tmp_path, "b200").name.startswith("nvidia-b200-")
+
+
+def test_tiny_bench_run_writes_a_complete_results_file(tmp_path):
+    packages = [p for p in solutions.discover() if p.name in ("dsa_topk_indexer_torch_baseline",
+                                                              "dsa_sparse_attention_torch_baseline")]
+    results, path = run_bench(packages, trials=2, warmup=1, iters=3, peers=False, out_dir=tmp_path, tag="t",
+                              workload_sets={INDEXER: [small_indexer()], ATTENTION: [small_attention(num_tokens=2)]},
+                              progress=lambda line: None)
+    saved = json.loads(path.read_text())
+    assert saved["schema"] == SCHEMA and {"gpu", "torch", "commit", "seed", "timing_method"} <= set(saved["environment"])
+    assert [r["status"] for r in saved["rows"]] == ["PASSED", "PASSED"]
+    for row in saved["rows"]:
+        assert row["latency_ms"] > 0 and row["reference_latency_ms"] > 0 and row["work"]["bytes"] > 0
+    assert set(saved["summary"]) == {INDEXER, ATTENTION}
+    assert saved["summary"][INDEXER]["passed"] == 1
