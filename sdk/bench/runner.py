@@ -189,6 +189,7 @@ def run_bench(packages: list[SolutionPackage], *, keys: list[str] | None = None,
                 done = gate_solution(package.solution, definition, share, trials=trials, seed=seed,
                                      tol=contest_tolerance(definition), timeout_s=timeout_s, device=dev,
                                      trace_path=trace_path, timing=timing, aa_uuids=aa_set,
+                                     skip_after_timeout=True,
                                      progress=lambda i, n, r: progress(
                                          f"[{package.name} {dev} {i}/{n}] {r.workload.uuid[:8]} {r.status}"
                                          + (f" {r.raw['bench']['latency_ms']:.4f} ms" if r.raw.get('bench') else "")

@@ -126,9 +126,10 @@ def gate_solution(solution: Solution, definition: str, workloads: Iterable[Workl
                   seed: int = 0, tol: Tolerance = Tolerance(), timeout_s: float = 300.0, device: str | None = None,
                   trace_path: str | Path | None = None, timing: dict | None = None, aa_uuids: set | None = None,
                   progress: Callable[[int, int, GateResult], None] | None = None,
-                  scan: bool = True) -> list[GateResult]:
+                  scan: bool = True, skip_after_timeout: bool = False) -> list[GateResult]:
     """Gate `solution` on each workload in its own worker process. With `scan`, the static scan runs first and a
-    solution with findings is neither built nor run: every workload gets RUNTIME_ERROR "static scan: ..."."""
+    solution with findings is neither built nor run: every workload gets RUNTIME_ERROR "static scan: ...".
+    With `skip_after_timeout` the workloads after a TIMEOUT are recorded as TIMEOUT without running them."""
     import torch
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -154,6 +155,10 @@ def gate_solution(solution: Solution, definition: str, workloads: Iterable[Workl
                                  timeout_s)
                 if raw["status"] == "COMPILE_ERROR":
                     compile_failure = raw
+                elif raw["status"] == "TIMEOUT" and skip_after_timeout:
+                    # like FlashInfer-Bench's persistent runner: a solution that hung once is not run again
+                    compile_failure = {"status": "TIMEOUT", "reason": f"skipped: timed out on workload "
+                                       f"{workload.uuid[:8]} ({raw.get('reason', '')})"}
                 if raw["status"] in ("TIMEOUT", "RUNTIME_ERROR") and not worker.proc.is_alive():
                     worker = None  # a fresh process for the next workload
                 elif raw["status"] == "RUNTIME_ERROR" and ("illegal memory access" in raw.get("reason", "")
