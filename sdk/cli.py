@@ -125,6 +125,7 @@ def _fmt(x, spec=".4g"):
 @click.option("--iters", default=50, show_default=True)
 @click.option("--timing", "method", type=click.Choice(["cupti", "events"]), default="cupti", show_default=True)
 @click.option("--no-peers", is_flag=True, help="Skip the peer libraries.")
+@click.option("--peers", "peer_filter", multiple=True, help="Only peers whose name contains this (repeatable).")
 @click.option("--no-aa", is_flag=True, help="Skip the second timing of a solution (A/A noise).")
 @click.option("--aa-every", default=4, show_default=True, help="A/A timing on every Nth workload.")
 @click.option("--reference-iters", default=10, show_default=True, help="Timed calls of the (slow) reference per trial.")
@@ -134,7 +135,7 @@ def _fmt(x, spec=".4g"):
 @click.option("--traces", "trace_dir", type=click.Path(path_type=Path), help="Write Trace JSONL per solution here.")
 @click.option("--remote", type=click.Choice(["modal"]), default=None, help="Run on a Modal B200 (see README).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results JSON instead of tables.")
-def bench(solution_dirs, keys, stride, trials, seed, warmup, iters, method, no_peers, no_aa, aa_every, reference_iters,
+def bench(solution_dirs, keys, stride, trials, seed, warmup, iters, method, no_peers, peer_filter, no_aa, aa_every, reference_iters,
           timeout, out_dir, tag, trace_dir, remote, as_json):
     """Gate and time SOLUTION_DIRS (default: every package in solutions/) with the reference and peers."""
     from . import solutions
@@ -148,7 +149,8 @@ def bench(solution_dirs, keys, stride, trials, seed, warmup, iters, method, no_p
         path = remote_mod.save(results, out_dir, tag)
     else:
         results, path = run_bench(packages, keys=list(keys), stride=stride, trials=trials, seed=seed, warmup=warmup,
-                                  iters=iters, method=method, peers=not no_peers, aa=not no_aa, aa_every=aa_every,
+                                  iters=iters, method=method, peers=not no_peers, peer_filter=list(peer_filter), aa=not no_aa,
+                                  aa_every=aa_every,
                                   reference_iters=reference_iters, timeout_s=timeout,
                                   out_dir=out_dir, tag=tag, trace_dir=trace_dir,
                                   progress=lambda line: click.echo(line, err=True))

@@ -53,7 +53,7 @@ def environment(device: str, seed: int, method: str) -> dict:
     import torch
 
     env = {"gpu": None, "driver": None, "cuda": torch.version.cuda, "torch": torch.__version__, "triton": None,
-           "flashinfer_bench": None, "commit": _git("rev-parse", "HEAD"),
+           "flashinfer_bench": None, "commit": os.environ.get("FIB_SDK_COMMIT") or _git("rev-parse", "HEAD"),
            "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")), "seed": seed,
            "timing_method": method, "python": None, "visible_gpus": 0}
     import platform
@@ -147,7 +147,7 @@ def _finite(value):
 
 def run_bench(packages: list[SolutionPackage], *, keys: list[str] | None = None, stride: int = 1, trials: int = 3,
               seed: int = 0, warmup: int = 10, iters: int = 50, method: str = "cupti", peers: bool = True,
-              aa: bool = True, aa_every: int = 4, reference_iters: int = 10, timeout_s: float = 300.0, out_dir: Path | None = None, tag: str | None = None,
+              aa: bool = True, peer_filter: list[str] | None = None, aa_every: int = 4, reference_iters: int = 10, timeout_s: float = 300.0, out_dir: Path | None = None, tag: str | None = None,
               trace_dir: Path | None = None, progress: Callable[[str], None] = print,
               workload_sets: dict[str, list[Workload]] | None = None) -> tuple[dict, Path | None]:
     import torch
@@ -174,7 +174,8 @@ def run_bench(packages: list[SolutionPackage], *, keys: list[str] | None = None,
         if peers:
             from .. import peers as peer_mod
 
-            peer_names = [p.name for p in peer_mod.peers_for(definition)]
+            peer_names = [p.name for p in peer_mod.peers_for(definition)
+                          if not peer_filter or any(f in p.name for f in peer_filter)]
         host: dict[str, dict] = {}
         for index, package in enumerate(group):
             is_host = index == 0
