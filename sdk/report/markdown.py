@@ -71,6 +71,34 @@ def _environment(results: Results) -> list[str]:
     return out
 
 
+def _provenance(results: Results) -> list[str]:
+    """For files merged from several partial runs (sdk.bench.merge): which run measured what."""
+    merged = [f for f in results.files if f.environment.get("merged")]
+    if not merged:
+        return []
+    out = ["## Provenance", "",
+           "This file merges partial device runs (`sdk.bench.merge`): each row comes from the latest run that "
+           "gated it; a row whose run has no reference timing for that workload borrows the reference, floor and "
+           "peers of another run's row for the same workload and seed (marked *cross-run* in the tables: the same "
+           "inputs, but another machine start, so that ratio is not a same-run ratio). Gate-only rows have a "
+           "status and no latency and are left out of every timing aggregate.", ""]
+    table = []
+    for f in merged:
+        for run in f.environment.get("runs", []):
+            table.append([run.get("run"), run.get("gpu", DASH), run.get("commit", DASH), run.get("complete", DASH),
+                          run.get("timing_method", DASH), run.get("seed", DASH)])
+    rows = results.rows
+    counts = {}
+    for r in rows:
+        counts[r.get("run")] = counts.get(r.get("run"), 0) + 1
+    out += [_table([t + [counts.get(t[0], 0)] for t in table],
+                   ["run", "gpu", "commit", "complete", "timing", "seed", "rows used"]), ""]
+    cross = sum(1 for r in rows if r.get("reference_latency_ms") and not r.get("same_run_reference"))
+    out += [f"Rows with a cross-run reference: {cross}; gate-only rows: {sum(1 for r in rows if r.get('gate_only'))}.",
+            ""]
+    return out
+
+
 def _paper_vs_ours(paper: dict, summary: dict, gpu: str) -> list[str]:
     info = paper["paper"]
     out = ["## Paper vs ours", "",
@@ -116,19 +144,30 @@ def _paper_vs_ours(paper: dict, summary: dict, gpu: str) -> list[str]:
     return out
 
 
-def _summary(summary: dict) -> list[str]:
+def _gate_counts(rows: list[dict]) -> dict[tuple[str, str], str]:
+    counts: dict[tuple[str, str], list[int]] = {}
+    for r in rows:
+        c = counts.setdefault((r["definition"], r["solution"]), [0, 0])
+        c[0] += r.get("status") == "PASSED"
+        c[1] += 1
+    return {k: f"{p}/{t}" for k, (p, t) in counts.items()}
+
+
+def _summary(summary: dict, gate: dict[tuple[str, str], str]) -> list[str]:
     rows = []
     for definition, best in summary.items():
         for name, s in best["solutions"].items():
             rows.append([definition, name + (" (best)" if len(best["solutions"]) > 1 and name == best["solution"]
                                              else ""),
+                         gate.get((definition, name), DASH),
                          f"{s['passed']}/{s['total']}", _num(s["contest_score_vs_reference"]),
                          _num(s["win_rate_vs_reference"]), _num(s["mean_speedup_vs_reference"]),
                          _num(s["geomean_speedup_vs_reference"]), s["best_peer"] or DASH,
                          _num(s["mean_speedup_vs_best_peer"]), _num(s["mean_latency_over_floor"])])
     tracks = scoring.track_scores(summary)
     return ["## Summary", "",
-            _table(rows, ["definition", "solution", "passed", "contest score vs ref", "win rate vs ref",
+            _table(rows, ["definition", "solution", "gate passed", "timed passed", "contest score vs ref",
+                          "win rate vs ref",
                           "mean x ref", "geomean x ref", "best peer", "mean x best peer", "mean latency/floor"]),
             "", "Contest-style track scores vs the reference (DSA = (indexer + attention) / 2, a missing or failed "
             "kernel counts 0): " + (", ".join(f"{t} {_num(v)}" for t, v in tracks.items()) or "no rows"), ""]
@@ -150,15 +189,25 @@ def _workload_table(rows: list[dict]) -> list[str]:
         ok = scoring.passed(r)
         ref, floor = scoring.reference_latency(r), scoring.floor_latency(r)
         best = scoring.best_peer_latency(r)
-        table.append([r["workload"][:8], axes_label(r), r["status"], _ms(r.get("latency_ms")), _ms(ref),
+        status = r["status"] + (" (gate only)" if r.get("gate_only") else "")
+        table.append([r["workload"][:8], axes_label(r), status, _ms(r.get("latency_ms")), _ms(ref),
                       _num(ref / r["latency_ms"]) if ok and ref else DASH, _ms(r.get("floor_ms")),
                       _num(r["latency_ms"] / floor) if ok and floor else DASH, _num(r.get("aa_noise_pct"), 1)]
                      + [_peer_cell(r, p) for p in peers]
                      + [_num(best[1] / r["latency_ms"]) if ok and best else DASH])
     headers = (["workload", "axes", "status", "ours ms", "reference ms", "x ref", "floor ms", "latency/floor",
                 "A/A noise %"] + [f"{p} ms" for p in peers] + ["x best peer"])
+    if any("run" in r for r in rows):  # a merged file: where each row and its reference come from
+        headers.append("run (reference run)")
+        for line, r in zip(table, rows):
+            ref_run = r.get("reference_run")
+            line.append(f"{r.get('run', DASH)}" + ("" if r.get("same_run_reference") or not ref_run
+                                                   else f" ({ref_run}, cross-run)"))
     out = [_table(table, headers), ""]
-    failures = [r for r in rows if not scoring.passed(r)]
+    failures = [r for r in rows if not scoring.passed(r) and not r.get("gate_only")]
+    gate_only = [r for r in rows if r.get("gate_only")]
+    if gate_only:
+        out += [f"{len(gate_only)} workload(s) of this solution were gated (status above) but not timed.", ""]
     if failures:
         out += ["Failed or unscored workloads:", ""]
         out += [f"- `{r['workload']}`: {r['status']}: {r.get('reason') or 'no reason recorded'}" for r in failures]
@@ -186,11 +235,12 @@ def render_report(results_paths: list[Path], paper_toml: Path, out_dir: Path) ->
     paper = load_paper(Path(paper_toml))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    summary = scoring.summarize(results.rows)
+    summary = scoring.summarize([r for r in results.rows if not r.get("gate_only")])
     lines = ["# Benchmark report", "",
              "Generated by `fib-sdk report` from: " + ", ".join(f"`{f.name}`" for f in results.files) + ".", ""]
+    lines += _provenance(results)
     lines += _paper_vs_ours(paper, summary, _gpus(results))
-    lines += _summary(summary)
+    lines += _summary(summary, _gate_counts(results.rows))
     for definition, solutions in by_definition(results.rows).items():
         lines += _definition(definition, solutions, out_dir)
     lines += _environment(results)
