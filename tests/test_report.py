@@ -79,7 +79,8 @@ def test_report_has_tables_numbers_and_plots(results_file, tmp_path):
     assert cells(text, "DSA TopK Indexer")[4] == "not run"
     assert cells(text, "55555555")[5:9] == ["200.00", "nan", "–", "nan"]
     # The failed MoE workload zeroes the contest score even though the passed one is fast.
-    assert cells(text, MOE, "ours-v1")[1:6] == ["ours-v1", "1/2", "0.00", "0.00", "831.35"]
+    # gate passed (all rows), timed passed, contest score, win rate, mean x ref
+    assert cells(text, MOE, "ours-v1")[1:7] == ["ours-v1", "1/2", "1/2", "0.00", "0.00", "831.35"]
     assert cells(text, "gpu")[1] == "NVIDIA H200" and cells(text, "commit")[1] == "abc1234"
     assert cells(text, "timing_method")[1] == "cuda-events"
     assert cells(text, "HBM copy bandwidth (TB/s)")[1] == "4.30"
