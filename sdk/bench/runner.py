@@ -20,7 +20,7 @@ from .._fib import Workload
 from ..gate import contest_tolerance, gate_solution
 from ..solutions import REPO_ROOT, SolutionPackage
 from . import floors, scoring
-from .timing import CUPTI
+from .timing import CUPTI, EVENTS, WALL
 
 SCHEMA = "fib-sdk.results/1"
 
@@ -153,7 +153,7 @@ def run_bench(packages: list[SolutionPackage], *, keys: list[str] | None = None,
     import torch
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    env = environment(device, seed, CUPTI if (device == "cuda" and method == "cupti") else method)
+    env = environment(device, seed, WALL if device == "cpu" else CUPTI if method == "cupti" else EVENTS)
     ceilings = None
     if device == "cuda":
         progress("measuring ceilings (HBM copy, bf16 and fp8 matmul) ...")
