@@ -129,14 +129,16 @@ def _fmt(x, spec=".4g"):
 @click.option("--no-aa", is_flag=True, help="Skip the second timing of a solution (A/A noise).")
 @click.option("--aa-every", default=4, show_default=True, help="A/A timing on every Nth workload.")
 @click.option("--reference-iters", default=10, show_default=True, help="Timed calls of the (slow) reference per trial.")
-@click.option("--timeout", default=600.0, show_default=True, help="Seconds per workload (build, gate, timing).")
+@click.option("--timeout", default=600.0, show_default=True, help="Seconds per workload (gate and timing).")
+@click.option("--compile-budget", default=600.0, show_default=True,
+              help="Extra seconds for a worker's first workload: the solution's build and the peers' JIT compiles.")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("repro/results"), show_default=True)
 @click.option("--tag", default=None, help="Suffix of the results file name.")
 @click.option("--traces", "trace_dir", type=click.Path(path_type=Path), help="Write Trace JSONL per solution here.")
 @click.option("--remote", type=click.Choice(["modal"]), default=None, help="Run on a Modal B200 (see README).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results JSON instead of tables.")
 def bench(solution_dirs, keys, stride, trials, seed, warmup, iters, method, no_peers, peer_filter, no_aa, aa_every, reference_iters,
-          timeout, out_dir, tag, trace_dir, remote, as_json):
+          timeout, compile_budget, out_dir, tag, trace_dir, remote, as_json):
     """Gate and time SOLUTION_DIRS (default: every package in solutions/) with the reference and peers."""
     from . import solutions
     from .bench.runner import run_bench
@@ -152,6 +154,7 @@ def bench(solution_dirs, keys, stride, trials, seed, warmup, iters, method, no_p
                                   iters=iters, method=method, peers=not no_peers, peer_filter=list(peer_filter), aa=not no_aa,
                                   aa_every=aa_every,
                                   reference_iters=reference_iters, timeout_s=timeout,
+                                  compile_budget_s=compile_budget,
                                   out_dir=out_dir, tag=tag, trace_dir=trace_dir,
                                   progress=lambda line: click.echo(line, err=True))
     if as_json:

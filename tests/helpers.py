@@ -1,4 +1,6 @@
 """Small workloads of the real definitions, so CPU tests run the full pipeline in seconds."""
+from pathlib import Path
+
 from sdk import workloads
 from sdk._fib import Workload
 
@@ -20,10 +22,8 @@ def small_attention(uuid="small-attention", num_tokens=3, num_pages=80) -> Workl
     return small(ATTENTION, uuid, num_tokens=num_tokens, num_pages=num_pages)
 
 
-def write_package(root, definition: str, main_py: str, name: str = "fixture", **build) -> "Path":
+def write_package(root, definition: str, main_py: str, name: str = "fixture", **build) -> Path:
     """A solution package folder (config.toml + solution/python/main.py) for tests."""
-    from pathlib import Path
-
     root = Path(root)
     (root / "solution" / "python").mkdir(parents=True, exist_ok=True)
     (root / "solution" / "python" / "main.py").write_text(main_py)

@@ -103,3 +103,16 @@ def test_trace_lines_survive_inf_errors(tmp_path):
     (line,) = list(jsonl.read(traces))
     assert json.loads(line)["evaluation"]["correctness"]["max_absolute_error"] in ("inf", "Infinity")
     Trace.model_validate_json(line)
+
+
+def test_first_workload_gets_the_compile_budget(tmp_path):
+    """A slow first call (a JIT build) is not a TIMEOUT when the compile budget covers it; later calls get no extra."""
+    src = REF + "import time\nSLOW = [True]\ndef run(q, k, w, lens, table, out):\n" \
+        "    if SLOW:\n        SLOW.clear()\n        time.sleep(12)\n" \
+        "    out.copy_(_r('" + INDEXER + "')(q, k, w, lens, table)[0])\n"
+    package = solutions.load_package(write_package(tmp_path, INDEXER, src))
+    results = _gate(package.solution, INDEXER, [small_indexer("first"), small_indexer("second", batch_size=2)],
+                    timeout_s=8, trials=1, scan=False, first_call_extra_s=30)
+    assert [r.status for r in results] == ["PASSED", "PASSED"], [r.reason for r in results]
+    (late,) = _gate(package.solution, INDEXER, [small_indexer("alone")], timeout_s=8, trials=1, scan=False)
+    assert late.status == "TIMEOUT"

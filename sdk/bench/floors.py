@@ -195,8 +195,8 @@ def measure_ceilings(device: str | torch.device = "cuda", *, copy_bytes: int = 2
     with torch.cuda.device(device):
         src = torch.empty(copy_bytes, dtype=torch.uint8, device=device)
         dst = torch.empty_like(src)
-        hbm = 2 * copy_bytes / (_median_ms(lambda: dst.copy_(src), device, warmup, reps) * 1e-3)
-        del src, dst
+        hbm = 2 * copy_bytes / (_median_ms(functools.partial(dst.copy_, src), device, warmup, reps) * 1e-3)
+        src = dst = None  # free the copy buffers before the matmuls
 
         gen = torch.Generator(device=device).manual_seed(0)
         n = matmul_size

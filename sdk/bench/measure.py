@@ -109,7 +109,7 @@ def measure(fn: Callable, solution: Solution, definition: Definition, workload: 
         if cache_clear is not None:  # a declared cache, timed empty: fib_cache_clear() (host-only work) every call
             calls["ours-cold"] = (functools.partial(_cold, cache_clear, calls["ours"][0]), iters)
         if reference:
-            calls["reference"] = (lambda: ref_fn(**args), reference_iters)
+            calls["reference"] = (functools.partial(ref_fn, **args), reference_iters)
         ref_out = as_tuple(ref_fn(**args)) if chosen else None
         for peer in chosen:
             state = peer_state.setdefault(peer.name, {"status": "PASSED", "reason": "",

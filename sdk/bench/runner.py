@@ -147,7 +147,9 @@ def _finite(value):
 
 def run_bench(packages: list[SolutionPackage], *, keys: list[str] | None = None, stride: int = 1, trials: int = 3,
               seed: int = 0, warmup: int = 10, iters: int = 50, method: str = "cupti", peers: bool = True,
-              aa: bool = True, peer_filter: list[str] | None = None, aa_every: int = 4, reference_iters: int = 10, timeout_s: float = 300.0, out_dir: Path | None = None, tag: str | None = None,
+              aa: bool = True, aa_every: int = 4, reference_iters: int = 10, peer_filter: list[str] | None = None,
+              timeout_s: float = 300.0, compile_budget_s: float = 600.0, out_dir: Path | None = None,
+              tag: str | None = None,
               trace_dir: Path | None = None, progress: Callable[[str], None] = print,
               workload_sets: dict[str, list[Workload]] | None = None) -> tuple[dict, Path | None]:
     import torch
@@ -190,7 +192,7 @@ def run_bench(packages: list[SolutionPackage], *, keys: list[str] | None = None,
                 done = gate_solution(package.solution, definition, share, trials=trials, seed=seed,
                                      tol=contest_tolerance(definition), timeout_s=timeout_s, device=dev,
                                      trace_path=trace_path, timing=timing, aa_uuids=aa_set,
-                                     skip_after_timeout=True,
+                                     skip_after_timeout=True, first_call_extra_s=compile_budget_s,
                                      progress=lambda i, n, r: progress(
                                          f"[{package.name} {dev} {i}/{n}] {r.workload.uuid[:8]} {r.status}"
                                          + (f" {r.raw['bench']['latency_ms']:.4f} ms" if r.raw.get('bench') else "")
