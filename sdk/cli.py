@@ -76,8 +76,8 @@ def _progress(as_json: bool):
 @main.command()
 @click.argument("solution_dir", type=click.Path(path_type=Path))
 @click.option("--workloads", "keys", multiple=True, help="uuid prefix (repeatable); default: all workloads.")
-@click.option("--trials", default=3, show_default=True, help="Fresh input sets per workload.")
-@click.option("--seed", default=0, show_default=True)
+@click.option("--trials", default=3, show_default=True, help="Checked calls per workload, each on fresh inputs.")
+@click.option("--seed", type=int, default=None, help="Input seed (default: drawn from the OS; printed and recorded).")
 @click.option("--timeout", default=300.0, show_default=True, help="Seconds per workload, build included.")
 @click.option("--traces", type=click.Path(path_type=Path), help="Append flashinfer-bench Trace JSONL here.")
 @click.option("--device", default=None, help="cuda, cuda:1 or cpu (default: cuda when available).")
@@ -87,9 +87,12 @@ def gate(solution_dir, keys, trials, seed, timeout, traces, device, as_json):
     from . import solutions, workloads as wl
     from .gate import contest_tolerance, gate_solution
 
+    from .gate import draw_seed
+
     package = solutions.load_package(solution_dir)
     definition = package.solution.definition
     chosen = wl.select(definition, list(keys))
+    seed = draw_seed() if seed is None else seed
     results = gate_solution(package.solution, definition, chosen, trials=trials, seed=seed,
                             tol=contest_tolerance(definition), timeout_s=timeout, device=device,
                             trace_path=traces, progress=_progress(as_json))
@@ -99,15 +102,22 @@ def gate(solution_dir, keys, trials, seed, timeout, traces, device, as_json):
                                "total": len(results), "seed": seed, "trials": trials,
                                "results": [{"workload": r.workload.uuid, "axes": r.workload.axes, "status": r.status,
                                             "reason": r.reason, "max_abs": r.raw.get("max_abs"),
+                                            "strict": r.raw.get("strict"), "gate_s": r.raw.get("gate_s"),
                                             "matched_ratio": (r.raw.get("extra") or {}).get("matched_ratio")}
                                            for r in results]}, indent=2))
     else:
         rows = [[r.workload.uuid[:8], " ".join(f"{k}={v}" for k, v in r.workload.axes.items()), r.status,
-                 (r.raw.get("extra") or {}).get("matched_ratio"), r.raw.get("max_abs"), r.reason[:60]]
+                 "ok" if r.strict_passed else "FAIL", (r.raw.get("extra") or {}).get("matched_ratio"),
+                 r.raw.get("max_abs"), r.raw.get("gate_s"),
+                 (r.reason or (r.raw.get("strict") or {}).get("reason", "") if not r.strict_passed else r.reason)[:60]]
                 for r in results]
-        click.echo(tabulate(rows, headers=["workload", "axes", "status", "matched", "max abs", "reason"],
-                            floatfmt=".4g"))
-        click.echo(f"{package.name}: {passed}/{len(results)} PASSED ({trials} trials each, seed {seed})")
+        click.echo(tabulate(rows, headers=["workload", "axes", "status", "strict", "matched", "max abs", "gate s",
+                                           "reason"], floatfmt=".4g"))
+        strict = sum(r.strict_passed for r in results)
+        if results and results[0].raw.get("note"):
+            click.echo(results[0].raw["note"])
+        click.echo(f"{package.name}: {passed}/{len(results)} PASSED, {strict} strict ({trials} trials each, "
+                   f"seed {seed})")
     sys.exit(0 if passed == len(results) else 1)
 
 
@@ -120,14 +130,15 @@ def _fmt(x, spec=".4g"):
 @click.option("--workloads", "keys", multiple=True, help="uuid prefix (repeatable); default: all workloads.")
 @click.option("--stride", default=1, show_default=True, help="Every Nth workload (quick runs).")
 @click.option("--trials", default=3, show_default=True)
-@click.option("--seed", default=0, show_default=True)
+@click.option("--seed", type=int, default=None, help="Input seed (default: drawn from the OS; recorded).")
 @click.option("--warmup", default=10, show_default=True)
 @click.option("--iters", default=50, show_default=True)
-@click.option("--timing", "method", type=click.Choice(["cupti", "events"]), default="cupti", show_default=True)
+@click.option("--checks", default=3, show_default=True,
+              help="Checked calls per trial besides the first, chosen at random after each call.")
 @click.option("--no-peers", is_flag=True, help="Skip the peer libraries.")
 @click.option("--peers", "peer_filter", multiple=True, help="Only peers whose name contains this (repeatable).")
-@click.option("--no-aa", is_flag=True, help="Skip the second timing of a solution (A/A noise).")
-@click.option("--aa-every", default=4, show_default=True, help="A/A timing on every Nth workload.")
+@click.option("--no-reference", is_flag=True, help="Do not time the reference.")
+@click.option("--baseline-every", default=1, show_default=True, help="Time reference and peers on every Nth workload.")
 @click.option("--reference-iters", default=10, show_default=True, help="Timed calls of the (slow) reference per trial.")
 @click.option("--timeout", default=600.0, show_default=True, help="Seconds per workload (gate and timing).")
 @click.option("--compile-budget", default=600.0, show_default=True,
@@ -137,12 +148,17 @@ def _fmt(x, spec=".4g"):
 @click.option("--traces", "trace_dir", type=click.Path(path_type=Path), help="Write Trace JSONL per solution here.")
 @click.option("--remote", type=click.Choice(["modal"]), default=None, help="Run on a Modal B200 (see README).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results JSON instead of tables.")
-def bench(solution_dirs, keys, stride, trials, seed, warmup, iters, method, no_peers, peer_filter, no_aa, aa_every, reference_iters,
-          timeout, compile_budget, out_dir, tag, trace_dir, remote, as_json):
+def bench(solution_dirs, keys, stride, trials, seed, warmup, iters, checks, no_peers, peer_filter, no_reference,
+          baseline_every, reference_iters, timeout, compile_budget, out_dir, tag, trace_dir, remote, as_json):
     """Gate and time SOLUTION_DIRS (default: every package in solutions/) with the reference and peers."""
     from . import solutions
+    from .bench.config import BenchConfig
     from .bench.runner import run_bench
 
+    config = BenchConfig(keys=list(keys), stride=stride, trials=trials, seed=seed, warmup=warmup, iters=iters,
+                         checks=checks, peers=not no_peers, peer_filter=list(peer_filter), reference=not no_reference,
+                         baseline_every=baseline_every, reference_iters=reference_iters, timeout_s=timeout,
+                         compile_budget_s=compile_budget)
     packages = [solutions.load_package(d) for d in solution_dirs] if solution_dirs else solutions.discover()
     if remote == "modal":
         from .bench import remote as remote_mod
@@ -150,12 +166,7 @@ def bench(solution_dirs, keys, stride, trials, seed, warmup, iters, method, no_p
         results = remote_mod.run_modal(packages, keys=list(keys), stride=stride, trials=trials, seed=seed)
         path = remote_mod.save(results, out_dir, tag)
     else:
-        results, path = run_bench(packages, keys=list(keys), stride=stride, trials=trials, seed=seed, warmup=warmup,
-                                  iters=iters, method=method, peers=not no_peers, peer_filter=list(peer_filter), aa=not no_aa,
-                                  aa_every=aa_every,
-                                  reference_iters=reference_iters, timeout_s=timeout,
-                                  compile_budget_s=compile_budget,
-                                  out_dir=out_dir, tag=tag, trace_dir=trace_dir,
+        results, path = run_bench(packages, config, out_dir=out_dir, tag=tag, trace_dir=trace_dir,
                                   progress=lambda line: click.echo(line, err=True))
     if as_json:
         click.echo(json.dumps(results, indent=1, default=str))
@@ -165,7 +176,8 @@ def bench(solution_dirs, keys, stride, trials, seed, warmup, iters, method, no_p
         lat, ref, floor = r["latency_ms"], r["reference_latency_ms"], r["floor_ms"]
         peers = {k: v.get("latency_ms") for k, v in (r.get("peers") or {}).items() if v.get("latency_ms")}
         best = min(peers.items(), key=lambda kv: kv[1]) if peers else None
-        rows.append([r["solution"], r["workload"][:8], " ".join(f"{k}={v}" for k, v in r["axes"].items()), r["status"],
+        rows.append([r["solution"], r["workload"][:8], " ".join(f"{k}={v}" for k, v in r["axes"].items()),
+                     r["status"] + ("" if r.get("strict_passed") or r["status"] != "PASSED" else " (strict FAIL)"),
                      _fmt(lat), _fmt(ref), _fmt(ref / lat if lat and ref else None, ".1f"), _fmt(floor),
                      _fmt(lat / floor if lat and floor else None, ".2f"),
                      f"{best[0]} {best[1]:.4g}" if best else "-", _fmt(r.get("aa_noise_pct"), ".1f")])

@@ -146,7 +146,8 @@ def axes_of(definition: Definition, workload: Workload) -> dict[str, int]:
 
 
 def make_inputs(definition: Definition, workload: Workload, *, seed: int = 0, trial: int = 0,
-                device: str | torch.device = "cpu") -> dict[str, Any]:
+                device: str | torch.device = "cpu", names=None) -> dict[str, Any]:
+    """All inputs, or only those in `names` (the others are not drawn, which changes the draws that follow)."""
     device = torch.device(device)
     axes = axes_of(definition, workload)
     shapes = dict(zip(definition.inputs, definition.get_input_shapes(workload.axes)))
@@ -154,6 +155,8 @@ def make_inputs(definition: Definition, workload: Workload, *, seed: int = 0, tr
     draw = Draw(gen, device, axes, shapes)
     special = GENERATORS.get(definition.name, {})
     for name, spec in definition.inputs.items():
+        if names is not None and name not in names:
+            continue
         source = workload.inputs.get(name)
         if source is None:
             raise BadInputError(f"workload {workload.uuid}: no input spec for {name!r}")

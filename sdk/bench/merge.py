@@ -16,7 +16,8 @@ from pathlib import Path
 from .. import jsonl
 from .._fib import Trace
 from . import scoring
-from .runner import SCHEMA, _finite, flag_within_noise
+from .rows import READABLE, SCHEMA
+from .runner import _finite, flag_within_noise
 
 BORROWED = ("reference_latency_ms", "floor_ms", "work", "peers")
 
@@ -49,8 +50,8 @@ def merge(runs: list[dict]) -> dict:
         env, own = {}, set()
         for results in run.get("results", []):
             doc = json.loads(Path(results).read_text())
-            if doc.get("schema") != SCHEMA:
-                raise ValueError(f"{results}: not a {SCHEMA} file")
+            if doc.get("schema") not in READABLE:
+                raise ValueError(f"{results}: not a {' or '.join(READABLE)} file")
             env = {**doc["environment"], **run.get("environment_patch", {})}
             for row in doc["rows"]:
                 own.add((row["solution"], row["workload"]))

@@ -14,7 +14,8 @@ from pathlib import Path
 from .._fib import Solution
 from ..errors import BadInputError
 from ..solutions import SolutionPackage
-from .runner import SCHEMA, results_path
+from .rows import SCHEMA
+from .runner import results_path
 
 SETTINGS = ("keys", "stride", "trials", "seed")
 MODAL_GPU = "B200"
@@ -46,14 +47,16 @@ def remote_entry(payload_json: str) -> str:
     """What runs on the Modal machine: rebuild the packages, bench them, return the results as JSON."""
     import tempfile
 
+    from .config import BenchConfig
     from .runner import run_bench
 
     payload = json.loads(payload_json)
     with tempfile.TemporaryDirectory() as tmp:
         packages = packages_from_payload(payload, Path(tmp))
         settings = payload["settings"]
-        results, _ = run_bench(packages, keys=settings.get("keys") or None, stride=settings.get("stride", 1),
-                               trials=settings.get("trials", 3), seed=settings.get("seed", 0), out_dir=None)
+        config = BenchConfig(keys=settings.get("keys") or [], stride=settings.get("stride", 1),
+                             trials=settings.get("trials", 3), seed=settings.get("seed"))
+        results, _ = run_bench(packages, config, out_dir=None)
     results["environment"]["remote"] = f"modal:{MODAL_GPU}"
     return json.dumps(results, default=str)
 

@@ -1,8 +1,9 @@
-"""`bench`: gate, then time, every solution on its definition's workloads, with peers and floors, in one run.
+"""`bench`: every solution on its definition's workloads, with the reference, peers and floors, in one run.
 
-Only gate-PASSED (solution, workload) pairs are timed; the reference and the peers are timed in the same run on
-the same inputs (with the first solution of each definition), so every speedup is a same-run ratio. With several
-GPUs, each gets its own worker process and a share of the workloads.
+Per definition: first the baselines (reference and peers, in this process: `baselines`), then each solution through
+the gate with a timing plan, so every timed call is also a call the judge may check (`sdk.gate.judge`); latencies
+come from the judge's raw per-call records (`stats`). A row that passed the checks but ran faster than its physical
+floor is rejected, not reported. With several GPUs, each gets its own worker process and a share of the workloads.
 """
 from __future__ import annotations
 
@@ -17,12 +18,14 @@ from typing import Callable
 
 from .. import workloads as wl
 from .._fib import Workload
-from ..gate import contest_tolerance, gate_solution
+from .. import definitions
+from ..gate import contest_tolerance, draw_seed, gate_solution
 from ..solutions import REPO_ROOT, SolutionPackage
-from . import floors, scoring
-from .timing import CUPTI, EVENTS, WALL
-
-SCHEMA = "fib-sdk.results/1"
+from . import floors, scoring, stats
+from .baselines import HOST, time_baselines
+from .config import BenchConfig
+from .rows import SCHEMA, ResultRow
+from .timing import CUPTI, WALL
 
 
 def spread(items: list, n: int, cost: Callable[[object], float] | None = None) -> list[list]:
@@ -49,7 +52,7 @@ def _git(*args: str) -> str | None:
         return None
 
 
-def environment(device: str, seed: int, method: str) -> dict:
+def environment(device: str, seed: int | None, method: str) -> dict:
     import torch
 
     env = {"gpu": None, "driver": None, "cuda": torch.version.cuda, "torch": torch.__version__, "triton": None,
@@ -95,24 +98,31 @@ def results_path(env: dict, tag: str | None, out_dir: Path) -> Path:
     return out_dir / f"{slug}-{day}{'-' + tag if tag else ''}.json"
 
 
-def _row(package: SolutionPackage, result, host_bench: dict | None, ceilings) -> dict:
-    bench = result.raw.get("bench") or {}
-    ref_bench = host_bench or bench
-    work = bench.get("work") or ref_bench.get("work")
-    row = {"definition": package.solution.definition, "solution": package.name,
-           "solution_hash": package.solution.hash(), "workload": result.workload.uuid,
-           "axes": dict(result.workload.axes), "status": result.status, "reason": result.reason,
-           "latency_ms": bench.get("latency_ms"), "reference_latency_ms": ref_bench.get("reference_latency_ms"),
-           "aa_noise_pct": bench.get("aa_noise_pct"), "timing_method": bench.get("timing_method"),
-           "work": work, "floor_ms": None, "peers": ref_bench.get("peers", {}),
-           "matched_ratio": (result.raw.get("extra") or {}).get("matched_ratio"),
-           "max_abs_error": result.raw.get("max_abs")}
-    if work and ceilings is not None:
-        row["floor_ms"] = floors.floor_ms(floors.Work(**work), ceilings)
-    if bench.get("declared_cache"):  # a declared cache is reported with its cold latency beside the warm one
-        row.update(declared_cache=bench["declared_cache"], cold_latency_ms=bench.get("cold_latency_ms"))
-    # Faster than the physical floor (bytes / bandwidth, FLOPs / peak) means something was skipped, not optimised.
-    row["implausible"] = bool(row["floor_ms"] and row["latency_ms"] is not None and row["latency_ms"] < row["floor_ms"])
+def make_row(package: SolutionPackage, result, baseline: dict, ceilings, gpu: bool) -> dict:
+    raw = result.raw
+    timed = stats.latency(raw.get("calls") or [], gpu) if result.passed else stats.latency([], gpu)
+    extra = raw.get("extra") or {}
+    strict = raw.get("strict") or {}
+    row = ResultRow(
+        definition=package.solution.definition, solution=package.name, solution_hash=package.solution.hash(),
+        workload=result.workload.uuid, axes=dict(result.workload.axes), status=result.status, reason=result.reason,
+        strict_passed=bool(strict.get("passed")), strict_reason=strict.get("reason", ""), seed=raw.get("seed"),
+        latency_ms=timed["latency_ms"], latency_trials_ms=timed["latency_trials_ms"], e2e_ms=timed["e2e_ms"],
+        timing_method=timed["timing_method"], timer_fallback=bool(gpu and timed["timing_method"] not in (None, CUPTI)),
+        timed_calls=timed["timed_calls"], checked_calls=raw.get("checked"), setup_ms=raw.get("setup_ms") or [],
+        gate_s=raw.get("gate_s"), aa_noise_pct=timed["aa_noise_pct"],
+        reference_latency_ms=baseline.get("reference_latency_ms"),
+        reference_trials_ms=baseline.get("reference_trials_ms") or [], work=baseline.get("work"),
+        peers=baseline.get("peers") or {}, matched_ratio=extra.get("matched_ratio"), max_abs_error=raw.get("max_abs"),
+        rel_l2=max((v for k, v in extra.items() if k.endswith("rel_l2") and isinstance(v, float)), default=None),
+    ).model_dump()
+    if row["work"] and ceilings is not None:
+        row["floor_ms"] = floors.floor_ms(floors.Work(**row["work"]), ceilings)
+    # Faster than the physical floor (bytes / bandwidth, FLOPs / peak) means work was skipped, not optimised.
+    if row["floor_ms"] and row["latency_ms"] is not None and row["latency_ms"] < row["floor_ms"]:
+        row.update(status="RUNTIME_ERROR", implausible=True, strict_passed=False,
+                   reason=f"timing: {row['latency_ms']:.4g} ms is under the physical floor {row['floor_ms']:.4g} ms "
+                   "(work skipped or not seen by the timer)", latency_ms=None)
     return row
 
 
@@ -145,58 +155,67 @@ def _finite(value):
     return value
 
 
-def run_bench(packages: list[SolutionPackage], *, keys: list[str] | None = None, stride: int = 1, trials: int = 3,
-              seed: int = 0, warmup: int = 10, iters: int = 50, method: str = "cupti", peers: bool = True,
-              aa: bool = True, aa_every: int = 4, reference_iters: int = 10, peer_filter: list[str] | None = None,
-              timeout_s: float = 300.0, compile_budget_s: float = 600.0, out_dir: Path | None = None,
-              tag: str | None = None,
-              trace_dir: Path | None = None, progress: Callable[[str], None] = print,
+def _progress_line(package: SolutionPackage, dev: str, i: int, n: int, result) -> str:
+    timed = stats.latency(result.raw.get("calls") or [], dev.startswith("cuda"))
+    return (f"[{package.name} {dev} {i}/{n}] {result.workload.uuid[:8]} {result.status}"
+            + (f" {timed['latency_ms']:.4f} ms" if result.passed and timed["latency_ms"] else "")
+            + ("" if result.strict_passed or not result.passed else " (strict: FAIL)")
+            + f" [{result.raw.get('gate_s', 0):.1f} s]" + (f": {result.reason}" if result.reason else ""))
+
+
+def run_bench(packages: list[SolutionPackage], config: BenchConfig = BenchConfig(), *, out_dir: Path | None = None,
+              tag: str | None = None, trace_dir: Path | None = None, progress: Callable[[str], None] = print,
               workload_sets: dict[str, list[Workload]] | None = None) -> tuple[dict, Path | None]:
     import torch
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    env = environment(device, seed, WALL if device == "cpu" else CUPTI if method == "cupti" else EVENTS)
+    gpu = device == "cuda"
+    seed = draw_seed() if config.seed is None else config.seed
+    env = environment(device, seed, CUPTI if gpu else WALL)
+    env.update(config=config.model_dump(), baselines=HOST)
     ceilings = None
-    if device == "cuda":
+    if gpu:
         progress("measuring ceilings (HBM copy, bf16 and fp8 matmul) ...")
         ceilings = floors.measure_ceilings(device)
         env["ceilings"] = ceilings.as_dict()
-    devices = [f"cuda:{i}" for i in range(torch.cuda.device_count())] if device == "cuda" else ["cpu"]
+    devices = [f"cuda:{i}" for i in range(torch.cuda.device_count())] if gpu else ["cpu"]
     by_def: dict[str, list[SolutionPackage]] = {}
     for package in packages:
         by_def.setdefault(package.solution.definition, []).append(package)
     rows: list[dict] = []
-    env.update(warmup=warmup, iters=iters, trials=trials, reference_iters=reference_iters, aa_every=aa_every)
+    plan = config.plan(device)
     for definition, group in by_def.items():
         if workload_sets and definition in workload_sets:
             chosen = list(workload_sets[definition])
         else:
-            chosen = wl.select(definition, keys) if keys else list(wl.load(definition))[::max(1, stride)]
+            chosen = wl.select(definition, config.keys) if config.keys else list(wl.load(definition))[::config.stride]
+        tol = contest_tolerance(definition)
         peer_names = []
-        if peers:
+        if config.peers:
             from .. import peers as peer_mod
 
             peer_names = [p.name for p in peer_mod.peers_for(definition)
-                          if not peer_filter or any(f in p.name for f in peer_filter)]
-        host: dict[str, dict] = {}
-        for index, package in enumerate(group):
-            is_host = index == 0
-            timing = {"warmup": warmup, "iters": iters, "method": method, "reference": is_host, "aa": aa,
-                      "peers": peer_names if is_host else [], "reference_iters": reference_iters}
+                          if not config.peer_filter or any(f in p.name for f in config.peer_filter)]
+        spec = definitions.load(definition)
+        baselines: dict[str, dict] = {}
+        for i, workload in enumerate(chosen):
+            if i % config.baseline_every or not (config.reference or peer_names):
+                baselines[workload.uuid] = {}
+                continue
+            baselines[workload.uuid] = time_baselines(spec, workload, seed=seed, config=config, device=devices[0],
+                                                      peer_names=peer_names, tol=tol)
+            progress(f"[baselines {i + 1}/{len(chosen)}] {workload.uuid[:8]} reference "
+                     f"{baselines[workload.uuid].get('reference_latency_ms') or float('nan'):.4g} ms")
+        for package in group:
             trace_path = trace_dir / f"{package.name}.jsonl" if trace_dir else None
             results = []
             lock = threading.Lock()
-            aa_set = {w.uuid for w in chosen[::max(1, aa_every)]} if aa else set()
 
-            def drive(share, dev):
-                done = gate_solution(package.solution, definition, share, trials=trials, seed=seed,
-                                     tol=contest_tolerance(definition), timeout_s=timeout_s, device=dev,
-                                     trace_path=trace_path, timing=timing, aa_uuids=aa_set,
-                                     skip_after_timeout=True, first_call_extra_s=compile_budget_s,
-                                     progress=lambda i, n, r: progress(
-                                         f"[{package.name} {dev} {i}/{n}] {r.workload.uuid[:8]} {r.status}"
-                                         + (f" {r.raw['bench']['latency_ms']:.4f} ms" if r.raw.get('bench') else "")
-                                         + (f": {r.reason}" if r.reason else "")))
+            def drive(share, dev, package=package, trace_path=trace_path):
+                done = gate_solution(package.solution, definition, share, seed=seed, tol=tol,
+                                     timeout_s=config.timeout_s, device=dev, trace_path=trace_path, plan=plan,
+                                     skip_after_timeout=True, first_call_extra_s=config.compile_budget_s,
+                                     progress=lambda i, n, r: progress(_progress_line(package, dev, i, n, r)))
                 with lock:
                     results.extend(done)
 
@@ -208,11 +227,8 @@ def run_bench(packages: list[SolutionPackage], *, keys: list[str] | None = None,
                 t.join()
             order = {w.uuid: i for i, w in enumerate(chosen)}
             results.sort(key=lambda r: order[r.workload.uuid])
-            for result in results:
-                if is_host:
-                    host[result.workload.uuid] = result.raw.get("bench") or {}
-                rows.append(_row(package, result, None if is_host else host.get(result.workload.uuid), ceilings))
-            results_doc, path = _save(env, rows, out_dir, tag, complete=False)  # a killed run keeps what it had
+            rows.extend(make_row(package, r, baselines.get(r.workload.uuid, {}), ceilings, gpu) for r in results)
+            _save(env, rows, out_dir, tag, complete=False)  # a killed run keeps what it had
     return _save(env, rows, out_dir, tag, complete=True)
 
 

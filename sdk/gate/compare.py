@@ -15,6 +15,7 @@ import torch
 
 INDEXER = "dsa_topk_indexer_fp8_h64_d128_topk2048_ps64"
 MOE = "moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048"
+ATTENTION = "dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps64"
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import json
 import math
+import os
+import statistics
+import tempfile
 import threading
 import time
 import warnings
@@ -19,11 +23,12 @@ import torch
 import torch.profiler
 
 _BASELINE: dict[str, object] | None = None
-STRICT = ("time.", "builtins.", "torch.cuda.")  # timers, synchronize, events: never rewrapped legitimately
+STRICT = ("time.", "builtins.", "torch.cuda.", "json.", "os.", "statistics.", "tempfile.", "threading.")  # timers, synchronize, events: never rewrapped legitimately
 
 
 def _namespaces() -> dict[str, object]:
-    spaces = {"time": time, "builtins": builtins, "math": math, "torch": torch, "torch.Tensor": torch.Tensor,
+    spaces = {"time": time, "builtins": builtins, "math": math, "json": json, "os": os, "statistics": statistics,
+              "tempfile": tempfile, "threading": threading, "torch": torch, "torch.Tensor": torch.Tensor,
               "torch.cuda": torch.cuda, "torch.cuda.Event": torch.cuda.Event, "torch.linalg": torch.linalg,
               "torch.nn.functional": torch.nn.functional, "torch.autograd.profiler": torch.autograd.profiler,
               "torch.profiler": torch.profiler, "torch.profiler.profile": torch.profiler.profile,

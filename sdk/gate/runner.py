@@ -1,24 +1,33 @@
-"""Run the gate for one solution over many workloads, each solution in its own worker process.
+"""Gate one solution over many workloads: the judge here, the candidate in its own worker process.
 
-Every (solution, workload) result becomes a flashinfer-bench Trace appended to a JSONL file as one whole line.
-Timeouts cover build + all trials of a workload (FlashInfer-Bench's isolated runner counts compilation too).
+Every (solution, workload) result becomes a flashinfer-bench Trace appended to a JSONL file as one whole line, with
+the seed it ran with, the strict verdict and the number of checked calls. The timeout covers the build and all
+calls of a workload (FlashInfer-Bench's isolated runner counts compilation too).
 """
 from __future__ import annotations
 
 import datetime as _dt
 import math
-import multiprocessing as mp
+import os
 import platform
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-from .. import jsonl
+from .. import definitions, jsonl
 from .._fib import Correctness, Environment, Evaluation, Performance, Solution, Trace, Workload
 from . import scan as scan_mod
 from .compare import Tolerance
+from .judge import WorkerFailure, judge
+from .plan import CallPlan
 
 STARTUP_S = 300.0  # a worker's interpreter start and imports (not the solution's time): loaded machines are slow
+
+
+def draw_seed() -> int:
+    """A run's seed when none is given: from the OS, so no default seed exists to precompute answers for."""
+    return int.from_bytes(os.urandom(4), "little") >> 1
 
 
 @dataclass
@@ -32,6 +41,10 @@ class GateResult:
     @property
     def passed(self) -> bool:
         return self.status == "PASSED"
+
+    @property
+    def strict_passed(self) -> bool:
+        return self.passed and bool((self.raw.get("strict") or {}).get("passed"))
 
 
 def environment(device: str) -> Environment:
@@ -54,59 +67,82 @@ def _finite(x: float) -> float:
     return x if isinstance(x, float) and math.isfinite(x) else float("nan") if x != x else float("inf")
 
 
+def _median(values: list[float]) -> float:
+    values = sorted(values)
+    return values[len(values) // 2] if values else 0.0
+
+
 def make_trace(solution: Solution, definition: str, workload: Workload, raw: dict, env: Environment) -> Trace:
     status = raw["status"]
     correctness = performance = None
+    extra = {**(raw.get("extra") or {}), "seed": raw.get("seed"), "checked_calls": raw.get("checked")}
+    if raw.get("strict") is not None:
+        extra["strict"] = raw["strict"]
     if status in ("PASSED", "INCORRECT_NUMERICAL") and "max_abs" in raw:
-        extra = {k: v for k, v in (raw.get("extra") or {}).items()}
         correctness = Correctness(max_absolute_error=abs(_finite(float(raw["max_abs"]))),
-                                  max_relative_error=abs(_finite(float(raw["max_rel"]))), extra=extra or None)
+                                  max_relative_error=abs(_finite(float(raw["max_rel"]))), extra=extra)
     elif status == "INCORRECT_NUMERICAL":
-        correctness = Correctness(max_absolute_error=float("inf"), max_relative_error=float("inf"))
+        correctness = Correctness(max_absolute_error=float("inf"), max_relative_error=float("inf"), extra=extra)
     if status == "PASSED":
-        ours, ref = raw.get("latency_ms") or [0.0], raw.get("reference_latency_ms") or [0.0]
-        lat, ref_lat = sorted(ours)[len(ours) // 2], sorted(ref)[len(ref) // 2]  # the gate's single timed calls
-        if bench := raw.get("bench"):  # a real measurement replaces them when the bench ran
-            lat, ref_lat = bench["latency_ms"], bench.get("reference_latency_ms") or 0.0
-        performance = Performance(latency_ms=lat, reference_latency_ms=ref_lat,
-                                  speedup_factor=ref_lat / lat if lat > 0 else 0.0)
-    log = raw.get("log", "")
+        # The gate's own numbers: the worker's wall clock per call (device-synchronised), the judge's per reference.
+        lat = _median([c["wall_ms"] for c in raw.get("calls", [])])
+        ref = _median(raw.get("reference_ms") or [])
+        performance = Performance(latency_ms=lat, reference_latency_ms=ref, speedup_factor=ref / lat if lat > 0 else 0.0)
+    lines = [f"seed {raw.get('seed')}"]
+    if raw.get("note"):
+        lines.append(raw["note"])
     if raw.get("reason"):
-        log = f"{status}: {raw['reason']}\n{log}"
+        lines.insert(0, f"{status}: {raw['reason']}")
+    log = "\n".join(lines) + "\n" + raw.get("log", "")
     evaluation = Evaluation(status=status, environment=env, log=log, correctness=correctness,
                             performance=performance, timestamp=_dt.datetime.now(_dt.timezone.utc).isoformat())
     return Trace(definition=definition, workload=workload, solution=solution.name, evaluation=evaluation)
 
 
-class _Worker:
+class Worker:
+    """The candidate's process and the pipe to it; every request has a deadline."""
+
     def __init__(self, solution: Solution, definition: str, device: str):
+        import torch.multiprocessing as tmp
+
         from . import worker
 
-        ctx = mp.get_context("spawn")
+        ctx = tmp.get_context("spawn")
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=worker.main, args=(child, solution.model_dump_json(), definition, device),
                                 daemon=True)
         self.proc.start()
         child.close()
+        self.pid = self.proc.pid
         self.ready = False
+        self.deadline = math.inf
 
-    def ask(self, task: dict, timeout_s: float) -> dict:
+    def ask(self, msg: dict) -> dict:
         try:
-            if not self.ready:  # the worker says "ready" once its imports are done; only then does timeout_s run
+            if not self.ready:  # imports first; only then does the workload's time run
                 if not self.conn.poll(STARTUP_S):
                     self.kill()
-                    return {"status": "RUNTIME_ERROR", "reason": f"worker did not start within {STARTUP_S:g} s"}
-                self.ready = self.conn.recv() == "ready"
-            self.conn.send(task)
-            if self.conn.poll(timeout_s):
-                return self.conn.recv()
+                    raise WorkerFailure({"status": "RUNTIME_ERROR", "reason": f"worker did not start within "
+                                         f"{STARTUP_S:g} s"})
+                self.ready = bool(self.conn.recv().get("ready"))
+            self.conn.send(msg)
+            if self.conn.poll(max(0.0, self.deadline - time.monotonic())):
+                reply = self.conn.recv()
+                if reply.get("status") and msg["op"] != "call":
+                    raise WorkerFailure(reply)
+                return reply
         except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
             self.proc.join(5)
-            return {"status": "RUNTIME_ERROR", "reason": f"worker died (exit code {self.proc.exitcode})"}
+            raise WorkerFailure({"status": "RUNTIME_ERROR", "reason": f"worker died (exit code {self.proc.exitcode})"}) \
+                from None
         if not self.proc.is_alive():
-            return {"status": "RUNTIME_ERROR", "reason": f"worker died (exit code {self.proc.exitcode})"}
+            raise WorkerFailure({"status": "RUNTIME_ERROR", "reason": f"worker died (exit code {self.proc.exitcode})"})
         self.kill()
-        return {"status": "TIMEOUT", "reason": f"no result within {timeout_s:g} s"}
+        raise WorkerFailure({"status": "TIMEOUT", "reason": "no result within the workload's time limit"})
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.is_alive()
 
     def kill(self) -> None:
         if self.proc.is_alive():
@@ -122,54 +158,82 @@ class _Worker:
         self.kill()
 
 
+def _cpu_fallback_note(solution: Solution, device: str) -> str:
+    native = [s.path for s in solution.sources if s.path.endswith((".cu", ".cuh"))]
+    if native and not device.startswith("cuda"):
+        return (f"gated on {device}: the solution's CPU fallback ran, not its CUDA kernel "
+                f"({', '.join(native[:2])}{'...' if len(native) > 2 else ''})")
+    return ""
+
+
 def gate_solution(solution: Solution, definition: str, workloads: Iterable[Workload], *, trials: int = 3,
-                  seed: int = 0, tol: Tolerance = Tolerance(), timeout_s: float = 300.0, device: str | None = None,
-                  trace_path: str | Path | None = None, timing: dict | None = None, aa_uuids: set | None = None,
-                  progress: Callable[[int, int, GateResult], None] | None = None,
-                  scan: bool = True, skip_after_timeout: bool = False,
-                  first_call_extra_s: float = 0.0) -> list[GateResult]:
-    """Gate `solution` on each workload in its own worker process. With `scan`, the static scan runs first and a
-    solution with findings is neither built nor run: every workload gets RUNTIME_ERROR "static scan: ...".
-    With `skip_after_timeout` the workloads after a TIMEOUT are recorded as TIMEOUT without running them.
-    `first_call_extra_s` is added to the timeout of a fresh worker's first workload, where the solution is built
-    and, when benching, the peers JIT-compile (FlashInfer-Bench counts the build in its 300 s; the default 0 keeps
-    that)."""
+                  seed: int | None = None, tol: Tolerance = Tolerance(), timeout_s: float = 300.0,
+                  device: str | None = None, trace_path: str | Path | None = None, plan: CallPlan | None = None,
+                  progress: Callable[[int, int, GateResult], None] | None = None, scan: bool = True,
+                  skip_after_timeout: bool = False, first_call_extra_s: float = 0.0) -> list[GateResult]:
+    """Gate `solution` on each workload. `plan` says how many calls per trial (default: `trials` single checked
+    calls); `seed` None draws one from the OS (recorded in every trace). With `scan`, the static scan runs first and
+    a solution with findings is neither built nor run. `first_call_extra_s` is added to a fresh worker's first
+    workload, where the solution is built."""
     import torch
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda":  # one named device: the judge, the worker and the IPC handles must agree on it
+        device = f"cuda:{torch.cuda.current_device()}"
+    seed = draw_seed() if seed is None else seed
+    plan = plan or CallPlan(trials=trials)
     env = environment(device)
+    spec = definitions.load(definition)
     workloads = list(workloads)
+    note = _cpu_fallback_note(solution, device)
     results: list[GateResult] = []
-    worker: _Worker | None = None
-    compile_failure: dict | None = None
+    worker: Worker | None = None
+    has_setup = False
+    sticky: dict | None = None  # a failed build (or scan) fails again: no rebuild per workload
     findings = scan_mod.scan(solution) if scan else []
     if findings:  # rejected before any build or device time; the log lists every finding
-        compile_failure = {"status": "RUNTIME_ERROR", "reason": scan_mod.reason(findings),
-                           "log": "\n".join(str(f) for f in findings)}
+        sticky = {"status": "RUNTIME_ERROR", "reason": scan_mod.reason(findings),
+                  "log": "\n".join(str(f) for f in findings)}
     try:
         for i, workload in enumerate(workloads):
-            if compile_failure is not None:  # a failed build (or scan) fails again: no rebuild per workload
-                raw = dict(compile_failure)
+            started = time.monotonic()
+            if sticky is not None:
+                raw = dict(sticky)
             else:
                 fresh = worker is None
-                worker = worker or _Worker(solution, definition, device)
-                raw = worker.ask({"workload": workload.model_dump_json(), "trials": trials, "seed": seed,
-                                  "tol": tol.__dict__,
-                                  "timing": timing and {**timing, "aa": timing["aa"] and (aa_uuids is None
-                                                                                         or workload.uuid in aa_uuids)}},
-                                 timeout_s + (first_call_extra_s if fresh else 0.0))
+                if fresh:
+                    worker = Worker(solution, definition, device)
+                worker.deadline = math.inf
+                try:
+                    if fresh:
+                        worker.deadline = time.monotonic() + timeout_s + first_call_extra_s + STARTUP_S
+                        built = worker.ask({"op": "build"})
+                        has_setup = bool(built.get("setup"))
+                    worker.deadline = time.monotonic() + timeout_s + (first_call_extra_s if fresh else 0.0)
+                    outcome = judge(worker.ask, worker.pid, solution, spec, workload, plan=plan, seed=seed, tol=tol,
+                                    device=torch.device(device), has_setup=has_setup, fresh_worker=fresh)
+                    raw = {"status": outcome.check.status, "reason": outcome.check.reason,
+                           "max_abs": outcome.check.max_abs, "max_rel": outcome.check.max_rel,
+                           "extra": outcome.check.extra, "calls": outcome.calls, "reference_ms": outcome.reference_ms,
+                           "setup_ms": outcome.setup_ms, "checked": outcome.checked, "log": outcome.log,
+                           "strict": {"passed": outcome.check.passed and outcome.strict[0],
+                                      "reason": outcome.strict[1] if outcome.check.passed else
+                                      f"contest status {outcome.check.status}"}}
+                except WorkerFailure as failure:
+                    raw = dict(failure.raw)
                 if raw["status"] == "COMPILE_ERROR":
-                    compile_failure = raw
+                    sticky = raw
                 elif raw["status"] == "TIMEOUT" and skip_after_timeout:
                     # like FlashInfer-Bench's persistent runner: a solution that hung once is not run again
-                    compile_failure = {"status": "TIMEOUT", "reason": f"skipped: timed out on workload "
-                                       f"{workload.uuid[:8]} ({raw.get('reason', '')})"}
-                if raw["status"] in ("TIMEOUT", "RUNTIME_ERROR") and not worker.proc.is_alive():
-                    worker = None  # a fresh process for the next workload
-                elif raw["status"] == "RUNTIME_ERROR" and ("illegal memory access" in raw.get("reason", "")
-                                                           or "CUDA error" in raw.get("reason", "")):
-                    worker.kill()  # the CUDA context is unusable after an illegal access or other sticky error
+                    sticky = {"status": "TIMEOUT", "reason": f"skipped: timed out on workload {workload.uuid[:8]} "
+                              f"({raw.get('reason', '')})"}
+                if not worker.alive or raw["status"] == "TIMEOUT" or (
+                        raw["status"] == "RUNTIME_ERROR" and any(s in raw.get("reason", "") for s in
+                                                                 ("illegal memory access", "CUDA error"))):
+                    worker.kill()  # a fresh process next: a hung or dead worker, or a CUDA context past saving
                     worker = None
+            raw.update(seed=seed, gate_s=time.monotonic() - started, device=device, note=note)
+            raw.setdefault("strict", {"passed": False, "reason": f"contest status {raw['status']}"})
             trace = make_trace(solution, definition, workload, raw, env)
             if trace_path is not None:
                 jsonl.append(trace_path, trace.model_dump_json())

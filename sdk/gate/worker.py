@@ -1,8 +1,10 @@
-"""The process a solution runs in: builds it once, then evaluates workloads the parent sends over a pipe.
+"""The candidate's process: it builds the solution and runs calls on tensors the judge shares with it.
 
-A crash, a hang or an exit here cannot take the parent down; the parent turns them into RUNTIME_ERROR or
-TIMEOUT and starts a fresh worker for the next workload. stdout/stderr of each task go to a log file whose tail
-travels back with the result (FlashInfer-Bench keeps the same log in its traces).
+It computes no verdict and no statistic. For each call it returns raw records (wall-clock nanoseconds, thread
+counts, the names of watched functions the solution replaced); for a timed trial, the raw profiler trace, which
+the judge turns into per-call GPU spans. Everything the timing uses is bound here before the solution is imported,
+so replacing a module attribute afterwards does not reach it. A crash, a hang or an exit here cannot take the
+judge down: it turns them into RUNTIME_ERROR or TIMEOUT and starts a fresh worker.
 """
 from __future__ import annotations
 
@@ -45,49 +47,143 @@ def _no_core_dumps() -> None:
         pass
 
 
-def main(conn, solution_json: str, definition_name: str, device: str) -> None:
-    from .. import definitions, solutions
-    from .._fib import Solution, Workload
-    from . import guards
-    from .compare import Tolerance
-    from .evaluate import evaluate
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
 
+
+def main(conn, solution_json: str, definition_name: str, device: str) -> None:
+    import time
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    from .. import definitions, solutions
+    from .._fib import Solution
+    from . import guards
+
+    # Bound before the solution is imported: what it replaces later does not reach the timing path.
+    clock, sync, flush_zero, open_, unlink = time.perf_counter_ns, torch.cuda.synchronize, torch.Tensor.zero_, \
+        open, os.unlink
     solution = Solution.model_validate_json(solution_json)
     definition = definitions.load(definition_name)
-    guards.arm()  # before the solution is imported: what it replaces from here on is seen
+    dev = torch.device(device)
+    cuda = dev.type == "cuda"
+    if cuda:
+        torch.cuda.set_device(dev)
+    guards.arm()
     _no_core_dumps()
-    conn.send("ready")  # the parent's per-workload timeout starts now, not during interpreter start-up
-    fn = None
+    conn.send({"ready": True, "pid": os.getpid()})
+    fn = setup = None
+    bound: dict = {}
+    flush = None
+    prof = None
+
+    def run_call(msg: dict) -> dict:
+        inputs, outputs = bound["slots"][msg["slot"]][0], bound["slots"][msg["slot"]][1]
+        resident = bound["sets"][msg["set"]]
+        args = [resident[n] if n in resident else inputs[n] for n in definition.inputs]
+        kwargs = bound["setup"][msg["slot"]] if setup is not None else {}
+        threads = guards.live_threads()
+        if flush is not None:
+            flush_zero(flush)  # cold L2: every call reads its inputs from memory
+        if cuda:
+            sync()
+        start = clock()
+        with record_function(f"fib-call-#{msg['index']}"):
+            if solution.spec.destination_passing_style:
+                returned = fn(*args, *outputs.values(), **kwargs)
+            else:
+                returned = fn(*args, **kwargs)
+            if cuda:
+                sync()  # device-wide: work left on side streams is waited for inside the call
+        wall_ns = clock() - start
+        record = {"wall_ns": wall_ns, "threads": guards.live_threads() - threads, "tampered": guards.tampered()}
+        if not solution.spec.destination_passing_style:
+            record.update(_hand_back(returned, outputs))
+        return record
+
     while True:
-        task = conn.recv()
-        if task is None:
+        msg = conn.recv()
+        if msg is None:
             return
+        op = msg["op"]
         with _Capture() as cap:
             try:
-                if fn is None:
+                if op == "build":
                     try:
                         fn = solutions.build(solution, definition)
+                        setup = solutions.setup_of(fn)
+                        reply = {"ok": True, "setup": setup is not None}
                     except Exception as exc:
                         traceback.print_exc()
-                        result = {"status": "COMPILE_ERROR", "reason": f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"}
-                        fn = None
-                if fn is not None:
-                    workload = Workload.model_validate_json(task["workload"])
-                    check, stats = evaluate(fn, solution, definition, workload, trials=task["trials"],
-                                            seed=task["seed"], device=device, tol=Tolerance(**task["tol"]))
-                    result = {"status": check.status, "reason": check.reason, "max_abs": check.max_abs,
-                              "max_rel": check.max_rel, "extra": check.extra, "latency_ms": stats.latency_ms,
-                              "reference_latency_ms": stats.reference_latency_ms}
-                    if check.passed and task.get("timing"):
-                        from ..bench.measure import measure
-
-                        result["bench"] = measure(fn, solution, definition, workload, trials=task["trials"],
-                                                  seed=task["seed"], device=device, tol=Tolerance(**task["tol"]),
-                                                  **task["timing"])
-                        if (rejected := result["bench"].get("rejected")):  # caught by the post-timing probe
-                            result.update(status=rejected["status"], reason=f"timing: {rejected['reason']}")
-            except Exception as exc:  # a defect in the harness or the reference, reported, not hidden
+                        reply = {"status": "COMPILE_ERROR", "reason": _first_line(exc)}
+                elif op == "bind":
+                    bound = {"slots": msg["slots"], "sets": msg["sets"], "setup": []}
+                    flush = torch.empty(2 * torch.cuda.get_device_properties(dev).L2_cache_size, dtype=torch.uint8,
+                                        device=dev) if cuda else None
+                    setup_ms = []
+                    if setup is not None:  # once per slot, on the shapes and integers the slot keeps
+                        for inputs, _ in bound["slots"]:
+                            start = clock()
+                            kwargs = setup(*inputs.values())
+                            if cuda:
+                                sync()
+                            setup_ms.append((clock() - start) / 1e6)
+                            if not isinstance(kwargs, dict):
+                                raise TypeError(f"setup() returned {type(kwargs).__name__}, expected a dict")
+                            bound["setup"].append(kwargs)
+                    reply = {"ok": True, "setup_ms": setup_ms}
+                elif op == "call":
+                    reply = run_call(msg)
+                elif op == "profile":  # start (True) or stop (False) the trace that covers a timed trial
+                    if msg["on"] and cuda:
+                        prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+                        prof.__enter__()
+                        reply = {"ok": True}
+                    elif prof is not None:
+                        sync()
+                        prof.__exit__(None, None, None)
+                        fd, path = tempfile.mkstemp(suffix=".json")
+                        os.close(fd)
+                        try:
+                            prof.export_chrome_trace(path)
+                            with open_(path) as f:
+                                reply = {"ok": True, "trace": f.read()}
+                        finally:
+                            unlink(path)
+                        prof = None
+                    else:
+                        reply = {"ok": True, "trace": None}
+                elif op == "unbind":
+                    bound, flush = {}, None
+                    if cuda:
+                        sync()
+                    reply = {"ok": True}
+                else:
+                    reply = {"status": "RUNTIME_ERROR", "reason": f"harness: unknown op {op!r}"}
+            except Exception as exc:  # the candidate's own failure (or setup's)
                 traceback.print_exc()
-                result = {"status": "RUNTIME_ERROR", "reason": f"harness: {type(exc).__name__}: {exc}"}
-        result["log"] = cap.text
-        conn.send(result)
+                reply = {"status": "RUNTIME_ERROR", "reason": _first_line(exc)}
+        reply["log"] = cap.text
+        conn.send(reply)
+
+
+def _hand_back(returned, outputs: dict) -> dict:
+    """A value-returning solution's tensors, copied (untimed) into the judge's output buffers when they fit."""
+    import torch
+
+    values = tuple(returned) if isinstance(returned, (tuple, list)) else (returned,)
+    if len(values) != len(outputs):
+        return {"returned": f"returned {len(values)} outputs, expected {len(outputs)}"}
+    for (name, buf), value in zip(outputs.items(), values):
+        if type(value) is not torch.Tensor:
+            return {"returned": f"{name}: expected a plain torch.Tensor, got {type(value).__name__}"}
+        if tuple(value.shape) != tuple(buf.shape):
+            return {"returned": f"{name}: shape {tuple(value.shape)}, expected {tuple(buf.shape)}",
+                    "returned_status": "INCORRECT_SHAPE"}
+        if value.dtype != buf.dtype:
+            return {"returned": f"{name}: dtype {value.dtype}, expected {buf.dtype}",
+                    "returned_status": "INCORRECT_DTYPE"}
+        buf.copy_(value)
+    return {}

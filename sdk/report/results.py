@@ -1,4 +1,5 @@
-"""Reading benchmark results files (schema "fib-sdk.results/1") for the report."""
+"""Reading benchmark results files (schema "fib-sdk.results/2", /1 still read) for the report, submit and merge:
+every row is validated through `sdk.bench.rows.ResultRow`."""
 from __future__ import annotations
 
 import hashlib
@@ -6,10 +7,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import pydantic
+
 from ..bench import scoring
+from ..bench.rows import READABLE, SCHEMA, validate
 from ..errors import BadInputError
 
-SCHEMA = "fib-sdk.results/1"
 ROW_KEYS = ("definition", "solution", "workload", "status")
 
 
@@ -32,8 +35,8 @@ def _load_one(path: Path) -> tuple[ResultsFile, list[dict]]:
         raw = json.loads(data)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BadInputError(f"{path}: not a readable results JSON ({exc})") from None
-    if not isinstance(raw, dict) or raw.get("schema") != SCHEMA:
-        raise BadInputError(f"{path}: not a {SCHEMA} results file")
+    if not isinstance(raw, dict) or raw.get("schema") not in READABLE:
+        raise BadInputError(f"{path}: not a {' or '.join(READABLE)} results file")
     rows = raw.get("rows")
     if not isinstance(rows, list):
         raise BadInputError(f"{path}: 'rows' must be a list")
@@ -41,6 +44,11 @@ def _load_one(path: Path) -> tuple[ResultsFile, list[dict]]:
         missing = [k for k in ROW_KEYS if not isinstance(row, dict) or k not in row]
         if missing:
             raise BadInputError(f"{path}: row {i} lacks {missing}")
+        try:
+            rows[i] = {**row, **validate(row)}
+        except pydantic.ValidationError as exc:
+            raise BadInputError(f"{path}: row {i} is malformed ({exc.errors()[0]['loc']}: {exc.errors()[0]['msg']})") \
+                from None
     return ResultsFile(path.name, hashlib.sha256(data).hexdigest(), dict(raw.get("environment") or {})), rows
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from sdk import solutions
-from sdk.gate import GateResult, gate_solution
+from sdk.gate import CallPlan, GateResult, gate_solution
 from tests.helpers import small_attention, small_indexer
 
 HERE = Path(__file__).resolve().parent
-# Cheap CPU timing for the bench path (wall clock on CPU; CUPTI on a GPU).
-TIMING = {"warmup": 1, "iters": 3, "method": "cupti", "reference": False, "aa": False, "peers": []}
+# A cheap timing plan: the same calls as gating, more of them, a few checked at random (wall clock on CPU).
+TIMING = CallPlan(trials=2, warmup=1, iters=4, checks=2)
 
 
 def package(name: str) -> solutions.SolutionPackage:

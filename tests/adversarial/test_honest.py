@@ -1,43 +1,42 @@
-"""The defences do not reject honest work: a baseline passes scan, gate, timing and the post-timing probe; the
-bench row flags latencies below the physical floor and carries a declared cache's cold latency."""
+"""The defences do not reject honest work: a baseline passes scan, gate and timed calls (some of them checked);
+the bench row rejects latencies below the physical floor."""
 from types import SimpleNamespace
 
 import torch
 
 from sdk import solutions
 from sdk.bench import floors
-from sdk.bench.runner import _row
+from sdk.bench.runner import make_row
 from sdk.gate import gate_solution
 from tests.adversarial.support import TIMING, tiny_attention
 
 
-def test_attention_baseline_passes_scan_gate_timing_and_probe():
+def test_attention_baseline_passes_scan_gate_and_checked_timed_calls():
     package = next(p for p in solutions.discover() if p.name == "dsa_sparse_attention_torch_baseline")
-    (result,) = gate_solution(package.solution, package.solution.definition, [tiny_attention(2)], trials=2,
-                              device="cpu", timing=TIMING)
-    assert result.status == "PASSED", result.reason
-    bench = result.raw["bench"]
-    assert bench["latency_ms"] > 0 and "rejected" not in bench and "declared_cache" not in bench
+    (result,) = gate_solution(package.solution, package.solution.definition, [tiny_attention(2)], device="cpu",
+                              plan=TIMING)
+    assert result.status == "PASSED" and result.strict_passed, result.reason
+    timed = [c for c in result.raw["calls"] if c["timed"]]
+    assert len(timed) == TIMING.trials * TIMING.iters and all(c["wall_ms"] > 0 for c in timed)
+    assert result.raw["checked"] >= TIMING.trials  # at least the first call of each trial
 
 
-def _result(latency_ms, declared=None):
-    work = floors.Work(bytes=10**9, flops=0, matrix="bf16").as_dict()  # 1 GB: 1 ms at 1 TB/s
-    bench = {"latency_ms": latency_ms, "work": work, "peers": {}}
-    if declared:
-        bench.update(declared_cache=declared, cold_latency_ms=2 * latency_ms)
-    workload = tiny_attention(1)
-    return SimpleNamespace(workload=workload, status="PASSED", reason="", raw={"bench": bench})
+def _result(latency_ms):
+    calls = [{"index": i, "trial": 0, "timed": True, "wall_ms": latency_ms, "checked": False} for i in range(3)]
+    return SimpleNamespace(workload=tiny_attention(1), status="PASSED", reason="", passed=True,
+                           raw={"calls": calls, "strict": {"passed": True, "reason": ""}, "checked": 1})
 
 
-def test_bench_row_flags_latency_below_the_floor():
+def test_bench_row_rejects_latency_below_the_floor():
     package = next(p for p in solutions.discover() if p.name == "dsa_sparse_attention_torch_baseline")
     ceilings = floors.Ceilings(hbm_bytes_per_s=1e12, fp8_flops_per_s=None, bf16_flops_per_s=None)
-    fast = _row(package, _result(0.01), None, ceilings)
+    baseline = {"work": floors.Work(bytes=10**9, flops=0, matrix="bf16").as_dict()}  # 1 GB: 1 ms at 1 TB/s
+    fast = make_row(package, _result(0.01), baseline, ceilings, gpu=False)
     assert fast["floor_ms"] == 1.0 and fast["implausible"] is True
-    honest = _row(package, _result(1.5, declared="ramps"), None, ceilings)
-    assert honest["implausible"] is False
-    assert (honest["declared_cache"], honest["cold_latency_ms"]) == ("ramps", 3.0)
-    assert _row(package, _result(0.01), None, None)["implausible"] is False  # no ceilings measured: no floor
+    assert fast["status"] == "RUNTIME_ERROR" and fast["latency_ms"] is None and "physical floor" in fast["reason"]
+    honest = make_row(package, _result(1.5), baseline, ceilings, gpu=False)
+    assert honest["implausible"] is False and honest["latency_ms"] == 1.5 and honest["status"] == "PASSED"
+    assert make_row(package, _result(0.01), baseline, None, gpu=False)["implausible"] is False  # no ceilings
 
 
 def test_guards_ignore_torch_own_lazy_work_and_name_real_patches(monkeypatch):

@@ -1,0 +1,84 @@
+"""The reference and the peers, timed once per workload in the judge's process, on the same kind of inputs.
+
+They are trusted code (the definition's reference, published libraries), so they run here and not in a candidate's
+worker; each trial draws a fresh call from the same input pool the solutions see (same seed, same workload), and a
+peer's time counts only when its outputs pass the same contest rule on that call. Which process measured them is
+recorded in the results (`environment.baselines`): no solution hosts them.
+"""
+from __future__ import annotations
+
+import statistics
+
+import torch
+
+from .. import definitions
+from .._fib import Definition, Workload
+from ..gate.compare import Tolerance, check
+from ..gate.pool import InputPool
+from . import floors
+from .config import BenchConfig
+from .timing import time_many
+
+HOST = "judge process: reference and peers on the solutions' input pool (same seed), not inside any solution"
+
+
+def _as_tuple(value) -> tuple:
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+
+
+def time_baselines(definition: Definition, workload: Workload, *, seed: int, config: BenchConfig, device: str,
+                   peer_names: list[str], tol: Tolerance) -> dict:
+    dev = torch.device(device)
+    ref_fn = definitions.reference(definition.name)
+    pool = InputPool(definition, workload, seed, dev, slots=1, sets=1)
+    chosen = []
+    if peer_names:
+        from .. import peers as peer_mod
+
+        chosen = [p for p in peer_mod.peers_for(definition.name) if p.name in peer_names]
+    state = {p.name: {"status": "PASSED", "reason": "", "cuda_graph": p.uses_cuda_graph} for p in chosen}
+    samples: dict[str, list[float]] = {}
+    work = None
+    for trial in range(config.trials):
+        args = pool.private(pool.next_call())
+        work = work or floors.work(definition.name, args).as_dict()
+        calls = {}
+        if config.reference:
+            calls["reference"] = (lambda a=args: ref_fn(**a), config.reference_iters)
+        ref_out = _as_tuple(ref_fn(**args)) if chosen else None
+        for peer in chosen:
+            if state[peer.name]["status"] != "PASSED":
+                continue
+            try:
+                ok, why = peer.available()
+                if not ok:
+                    state[peer.name].update(status="UNAVAILABLE", reason=why)
+                    continue
+                call = peer.prepare(args)  # layout conversions: outside the timed region
+                result = check(definition.name, list(definition.outputs), _as_tuple(call()), ref_out, tol, args)
+                if not result.passed:
+                    state[peer.name].update(status=result.status, reason=f"trial {trial}: {result.reason}")
+                    continue
+                calls[f"peer:{peer.name}"] = (call, config.iters)
+            except Exception as exc:  # noqa: BLE001 - a peer that fails is reported, never fatal
+                state[peer.name].update(status="RUNTIME_ERROR", reason=f"{type(exc).__name__}: {str(exc)[:200]}")
+        if not calls:
+            continue
+        try:
+            timings = time_many(calls, dev, warmup=min(config.warmup, 3))
+        except Exception as exc:  # noqa: BLE001 - a peer that breaks during timing must not cost the reference
+            for key in [k for k in calls if k.startswith("peer:")]:
+                state[key[5:]].update(status="RUNTIME_ERROR", reason=f"timing: {type(exc).__name__}: {exc}"[:200])
+                calls.pop(key)
+            timings = time_many(calls, dev, warmup=min(config.warmup, 3)) if calls else {}
+        for key, timing in timings.items():
+            samples.setdefault(key, []).append(timing.median_ms)
+            if key.startswith("peer:"):
+                state[key[5:]]["timing_method"] = timing.method
+        del args, ref_out, calls
+    mean = statistics.fmean
+    ref = samples.get("reference")
+    return {"reference_latency_ms": mean(ref) if ref else None, "reference_trials_ms": ref or [],
+            "reference_source": "fib-sdk", "work": work,
+            "peers": {name: {"latency_ms": mean(samples[f"peer:{name}"]) if f"peer:{name}" in samples and
+                             s["status"] == "PASSED" else None, **s} for name, s in state.items()}}

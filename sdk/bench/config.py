@@ -1,0 +1,30 @@
+"""What one bench run does, as one typed value (the CLI, `nox -s bench`/`repro` and the remote runner build it)."""
+from __future__ import annotations
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..gate.plan import CallPlan
+
+
+class BenchConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    trials: int = Field(3, ge=1)
+    warmup: int = Field(10, ge=0)
+    iters: int = Field(50, ge=1)
+    checks: int = Field(3, ge=0, description="checked calls per trial besides the first, chosen after each call")
+    seed: int | None = Field(None, description="None: drawn from the OS and recorded")
+    keys: list[str] = Field(default_factory=list, description="workload uuid prefixes; empty: all")
+    stride: int = Field(1, ge=1)
+    reference: bool = True
+    reference_iters: int = Field(10, ge=1, description="timed calls of the (slow) reference per trial")
+    peers: bool = True
+    peer_filter: list[str] = Field(default_factory=list)
+    timeout_s: float = Field(600.0, gt=0)
+    compile_budget_s: float = Field(600.0, ge=0, description="extra seconds for a worker's first workload (build)")
+    baseline_every: int = Field(1, ge=1, description="time the reference and peers on every Nth workload")
+
+    def plan(self, device: str) -> CallPlan:
+        return CallPlan(trials=self.trials, warmup=self.warmup, iters=self.iters, checks=self.checks,
+                        profile=torch.device(device).type == "cuda")

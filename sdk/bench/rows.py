@@ -1,0 +1,53 @@
+"""The results file's row: one (solution, workload) as the bench measured it. Report, scoring, merge and submit
+read rows through this model (files of schema /1 still load: their rows lack the newer fields)."""
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+SCHEMA = "fib-sdk.results/2"
+READABLE = ("fib-sdk.results/1", SCHEMA)
+
+
+class ResultRow(BaseModel):
+    model_config = ConfigDict(extra="allow")  # later fields (bounds, probes) ride along
+
+    definition: str
+    solution: str
+    workload: str
+    status: str
+    solution_hash: str | None = None
+    axes: dict[str, Any] = {}
+    reason: str = ""
+    strict_passed: bool | None = None     # the strict verdict beside the contest status (None: older files)
+    strict_reason: str = ""
+    seed: int | None = None
+    latency_ms: float | None = None       # mean over trials of the median per trial
+    latency_trials_ms: list[float] = []
+    e2e_ms: float | None = None           # median wall clock of a call in the worker, device-synchronised
+    timing_method: str | None = None
+    timer_fallback: bool = False          # True when the timing is not the CUPTI span (labelled, never silent)
+    timed_calls: int | None = None
+    checked_calls: int | None = None      # calls whose outputs were checked against the reference
+    setup_ms: list[float] = []            # a solution's setup(), timed apart
+    gate_s: float | None = None           # the judge's wall time for this workload (gate overhead included)
+    reference_latency_ms: float | None = None
+    reference_trials_ms: list[float] = []
+    aa_noise_pct: float | None = None
+    aa_noise_median_pct: float | None = None
+    within_noise_of_best_peer: bool | None = None
+    work: dict | None = None
+    floor_ms: float | None = None
+    implausible: bool = False
+    peers: dict[str, dict] = {}
+    matched_ratio: float | None = None
+    max_abs_error: float | str | None = None
+    rel_l2: float | None = None
+    declared_cache: str | None = None
+    cold_latency_ms: float | None = None
+
+
+def validate(row: dict) -> dict:
+    """The row as the model reads it (raises pydantic.ValidationError on a malformed row)."""
+    return ResultRow.model_validate(row).model_dump()

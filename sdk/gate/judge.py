@@ -1,0 +1,196 @@
+"""The judge: one workload of one solution, driven from a process that never imports the candidate's code.
+
+The judge draws every call's inputs (`pool`), hands them to the candidate's worker over CUDA IPC or shared memory,
+and after each call decides, with its own OS-seeded randomness, whether to check that call: the candidate cannot
+know whether a call is checked, timed, or both, because every call is the same call (fresh inputs, poisoned
+outputs, the profiler in the same state for the whole trial). A checked call's inputs are compared with the judge's
+private copy (any change is a RUNTIME_ERROR), its outputs copied, and the reference run on the private copy; the
+verdict is the contest's rule plus the strict verdict. The reference, the comparison and the statistics all live
+here, so nothing the candidate does to its own interpreter reaches them.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from .. import definitions
+from .._fib import Definition, Solution, Workload
+from . import strict as strict_mod
+from .compare import Check, Tolerance, check
+from .plan import CallPlan
+from .pool import Call, InputPool
+
+CALL_PREFIX = "fib-call-#"
+
+
+class WorkerFailure(Exception):
+    """The worker died, hung, or refused a request: `raw` is the status dict to report."""
+
+    def __init__(self, raw: dict):
+        super().__init__(raw.get("reason", ""))
+        self.raw = raw
+
+
+def os_threads(pid: int) -> int | None:
+    """Threads of `pid` as the OS counts them (all of them, `_thread` and native ones too); None off Linux."""
+    try:
+        return len(os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return None
+
+
+@dataclass
+class Outcome:
+    check: Check
+    strict: tuple[bool, str] = (True, "")
+    calls: list[dict] = field(default_factory=list)         # per call: index, trial, timed, wall_ms, checked, span_ms
+    reference_ms: list[float] = field(default_factory=list)  # wall time of the reference on checked calls
+    setup_ms: list[float] = field(default_factory=list)
+    checked: int = 0
+    log: str = ""
+
+
+def _clone(values: dict) -> dict:
+    return {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in values.items()}
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def as_tuple(value) -> tuple:
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+
+
+def check_call(definition: Definition, pool: InputPool, call: Call, tol: Tolerance, reference: Callable,
+               device: torch.device) -> tuple[Check, float]:
+    """The contest check of one call's outputs against the reference on the judge's private inputs."""
+    if (changed := pool.modified_inputs(call)):
+        return Check("RUNTIME_ERROR", f"the solution modified its input(s) {changed}"), 0.0
+    outs = pool.output_copy(call)
+    inputs = pool.private(call)
+    _sync(device)
+    start = time.perf_counter()
+    ref = as_tuple(reference(**_clone(inputs)))
+    _sync(device)
+    ref_ms = (time.perf_counter() - start) * 1e3
+    return check(definition.name, list(definition.outputs), outs, ref, tol, inputs), ref_ms
+
+
+def call_spans(trace: dict) -> dict[int, float]:
+    """Per annotated call index: the GPU span (ms) from the first to the last kernel / memcpy / memset whose launch
+    API call happened inside the call's annotation (CUPTI activity records, through kineto's trace)."""
+    events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X"]
+    calls = sorted((e["ts"], e["ts"] + e.get("dur", 0), e["name"]) for e in events
+                   if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith(CALL_PREFIX))
+    launches = sorted((e["ts"], e.get("args", {}).get("correlation")) for e in events
+                      if e.get("cat") in ("cuda_runtime", "cuda_driver"))
+    device: dict = {}
+    for e in events:
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and \
+                (corr := e.get("args", {}).get("correlation")) is not None:
+            start, end = device.get(corr, (math.inf, -math.inf))
+            device[corr] = (min(start, e["ts"]), max(end, e["ts"] + e.get("dur", 0)))
+    spans = {}
+    for begin, finish, name in calls:
+        hits = [device[c] for ts, c in launches if begin <= ts <= finish and c in device]
+        if hits:
+            spans[int(name[len(CALL_PREFIX):])] = (max(h[1] for h in hits) - min(h[0] for h in hits)) / 1e3
+    return spans
+
+
+def judge(ask: Callable[[dict], dict], pid: int, solution: Solution, definition: Definition, workload: Workload, *,
+          plan: CallPlan, seed: int, tol: Tolerance, device: torch.device, has_setup: bool,
+          fresh_worker: bool) -> Outcome:
+    """Run `plan` for one workload through `ask` (one request to the worker, raising WorkerFailure)."""
+    reference = definitions.reference(definition.name)
+    pool = InputPool(definition, workload, seed, device, slots=2, sets=plan.resident_sets(device),
+                     fixed_integers=has_setup)
+    rng = random.Random(int.from_bytes(os.urandom(8), "little"))  # which calls are checked: unknowable in advance
+    out = Outcome(Check("PASSED", extra={"matched_ratio": 1.0}))
+    logs = []
+
+    def fail(status: str, reason: str, failed: Check | None = None) -> Outcome:
+        base = failed or out.check
+        out.check = Check(status, reason, base.max_abs, base.max_rel, base.extra)
+        out.log = "".join(logs)
+        return out
+
+    slots = [({n: pool.shared_light[s][n] for n in pool.light}, pool.outputs[s]) for s in range(pool.slots)]
+    bound = ask({"op": "bind", "slots": slots, "sets": pool.shared_resident})
+    out.setup_ms = bound.get("setup_ms", [])
+    try:
+        for trial in range(plan.trials):
+            n_calls = plan.calls_per_trial
+            p_check = plan.check_probability
+            if plan.profile and device.type == "cuda":
+                ask({"op": "profile", "on": True})
+            trial_calls = []
+            for k in range(n_calls):
+                call = pool.next_call()
+                before = os_threads(pid)
+                reply = ask({"op": "call", "slot": call.slot, "set": call.set, "index": call.index})
+                after = os_threads(pid)
+                logs.append(reply.get("log", ""))
+                where = f"trial {trial}" + (f" call {k}" if n_calls > 1 else "")
+                if reply.get("status"):
+                    return fail(reply["status"], f"{where}: {reply.get('reason', '')}")
+                first = fresh_worker and trial == 0 and k == 0  # lazy runtime threads may start on a first call
+                if reply["threads"] > 0 or (not first and before is not None and after is not None and after > before):
+                    return fail("RUNTIME_ERROR", f"{where}: the solution left thread(s) running after it returned "
+                                "(deferred work)")
+                if reply["tampered"]:
+                    return fail("RUNTIME_ERROR", f"{where}: the solution replaced or changed "
+                                f"{', '.join(reply['tampered'][:3])} (monkey-patching / global settings are not "
+                                "allowed)")
+                if reply.get("returned"):
+                    return fail(reply.get("returned_status", "RUNTIME_ERROR"), f"{where}: {reply['returned']}")
+                record = {"index": call.index, "trial": trial, "timed": k >= plan.warmup,
+                          "wall_ms": reply["wall_ns"] / 1e6, "checked": k == 0 or rng.random() < p_check}
+                if record["checked"]:
+                    result, ref_ms = check_call(definition, pool, call, tol, reference, device)
+                    out.reference_ms.append(ref_ms)
+                    out.checked += 1
+                    if not result.passed:
+                        timed = " (a timed call)" if record["timed"] and plan.profile else ""
+                        return fail(result.status, f"{where}{timed}: {result.reason}", result)
+                    passed, why = strict_mod.verdict(definition.name, result)
+                    if not passed and out.strict[0]:
+                        out.strict = (False, f"{where}: {why}")
+                    _merge(out.check, result)
+                trial_calls.append(record)
+            if plan.profile and device.type == "cuda":
+                trace = ask({"op": "profile", "on": False}).get("trace")
+                spans = call_spans(json.loads(trace)) if trace else {}
+                for record in trial_calls:
+                    record["span_ms"] = spans.get(record["index"])
+                    if record["timed"] and record["span_ms"] is None:
+                        return fail("RUNTIME_ERROR", f"trial {trial}: timing: call {record['index']} launched no "
+                                    "device work inside the call (work the timer cannot see)")
+            out.calls.extend(trial_calls)
+    finally:
+        try:
+            ask({"op": "unbind"})
+        except WorkerFailure:
+            pass
+    out.log = "".join(logs)
+    return out
+
+
+def _merge(total: Check, one: Check) -> None:
+    total.max_abs, total.max_rel = max(total.max_abs, one.max_abs), max(total.max_rel, one.max_rel)
+    for key, value in one.extra.items():
+        if isinstance(value, float) and "ratio" in key:
+            total.extra[key] = min(total.extra.get(key, value), value)
+        elif isinstance(value, float) and key.endswith("rel_l2"):
+            total.extra[key] = max(total.extra.get(key, value), value)
+        else:
+            total.extra[key] = value
