@@ -119,3 +119,17 @@ def test_cli_definitions_option_reaches_every_reader(official_root):
     listed = runner.invoke(main, ["workloads", INDEXER, "--definitions", str(official_root), "--json"])
     assert listed.exit_code == 0 and len(json.loads(listed.output)) == 128
     assert runner.invoke(main, ["env", "definitions", "--json"]).exit_code == 0
+
+
+def test_gate_workers_grade_against_the_active_datasets_reference(tmp_path, shared_contest):
+    from sdk import solutions
+    from sdk.gate import contest_tolerance, gate_solution
+
+    zeros = ("import torch\n\ndef run(q_nope, q_pe, ckv_cache, kpe_cache, sparse_indices, sm_scale):\n"
+             "    n, h, d = q_nope.shape\n"
+             "    return torch.zeros(n, h, d, dtype=torch.bfloat16), torch.zeros(n, h, dtype=torch.float32)\n")
+    sources.use_dataset(flat_dataset(tmp_path, shared_contest, ATTENTION, reference=zeros))
+    package = next(p for p in solutions.discover() if p.solution.definition == ATTENTION and "baseline" in p.name)
+    (result,) = gate_solution(package.solution, ATTENTION, [small_attention(num_tokens=1, num_pages=40)], trials=1,
+                              tol=contest_tolerance(ATTENTION), timeout_s=120)
+    assert result.status == "INCORRECT_NUMERICAL", result.reason  # the honest baseline disagrees with that reference

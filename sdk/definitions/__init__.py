@@ -81,3 +81,8 @@ def reference_module(name: str) -> ModuleType:
     from . import sources
 
     return sources.reference_module_of(sources.own(name))
+
+
+from .sources import (  # noqa: E402,F401 - the public face of where definitions come from
+    OFFICIAL, OWN, LoadedDefinition, Source, environment_definitions, load_definitions, reference_of, references,
+)

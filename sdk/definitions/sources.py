@@ -18,11 +18,12 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Callable
+from typing import Callable, Literal
 
 from .._fib import Definition, Workload
 from ..errors import BadInputError
 
+Source = Literal["official", "fib-sdk"]
 OFFICIAL, OWN = "official", "fib-sdk"
 DATASET_ENV = "FIB_DATASET_PATH"
 OWN_DEFINITIONS = Path(__file__).parent
@@ -34,7 +35,7 @@ REPO_ROOT = OWN_DEFINITIONS.parent.parent
 class LoadedDefinition:
     definition: Definition
     workloads: tuple[Workload, ...]
-    source: str                 # OFFICIAL or OWN
+    source: Source
     path: Path                  # the definition JSON that was parsed
     sha256: str                 # of that file's bytes
     workloads_path: Path | None
