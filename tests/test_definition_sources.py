@@ -1,5 +1,6 @@
 """Official FlashInfer-Bench definitions from disk (flashinfer-trace and flat layouts) beside the SDK's own."""
 import json
+import os
 import shutil
 
 import pytest
@@ -20,7 +21,7 @@ def no_dataset(monkeypatch):
     """Each test starts with the SDK's own files and leaves the environment as it found it."""
     monkeypatch.delenv(sources.DATASET_ENV, raising=False)
     yield
-    monkeypatch.delenv(sources.DATASET_ENV, raising=False)
+    os.environ.pop(sources.DATASET_ENV, None)  # set by use_dataset / --definitions, not through monkeypatch
 
 
 @pytest.fixture(params=["contest", "flashinfer-trace"])
