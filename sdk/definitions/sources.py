@@ -110,7 +110,8 @@ def _load(definition_path: Path, workloads_path: Path | None, source: str) -> Lo
 
     definition = parse(definition_path)
     if definition.name != definition_path.stem:
-        raise BadInputError(f"{definition_path}: defines {definition.name!r}, the file name says {definition_path.stem!r}")
+        raise BadInputError(f"{definition_path}: defines {definition.name!r}, "
+                            f"the file name says {definition_path.stem!r}")
     loads = tuple(parse_jsonl(workloads_path, definition.name)) if workloads_path else ()
     return LoadedDefinition(definition, loads, source, definition_path, sha256_of(definition_path), workloads_path,
                             sha256_of(workloads_path) if workloads_path else None)
@@ -119,7 +120,8 @@ def _load(definition_path: Path, workloads_path: Path | None, source: str) -> Lo
 def own(name: str) -> LoadedDefinition:
     path = OWN_DEFINITIONS / f"{name}.json"
     if not path.exists():
-        raise BadInputError(f"unknown definition {name!r}; known: {', '.join(sorted(p.stem for p in OWN_DEFINITIONS.glob('*.json')))}")
+        known = ", ".join(sorted(p.stem for p in OWN_DEFINITIONS.glob("*.json")))
+        raise BadInputError(f"unknown definition {name!r}; known: {known}")
     workloads = OWN_WORKLOADS / f"{name}.jsonl"
     return _load(path, workloads if workloads.exists() else None, OWN)
 
