@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 from tabulate import tabulate
 
+from .env.options import definitions_option
 from .errors import BadInputError
 
 
@@ -31,6 +32,7 @@ def main():
 
 
 @main.command()
+@definitions_option
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def definitions(as_json):
     """List the contest definitions with their axes, inputs and outputs."""
@@ -50,6 +52,7 @@ def definitions(as_json):
 
 
 @main.command()
+@definitions_option
 @click.argument("definition")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def workloads(definition, as_json):
@@ -74,6 +77,7 @@ def _progress(as_json: bool):
 
 
 @main.command()
+@definitions_option
 @click.argument("solution_dir", type=click.Path(path_type=Path))
 @click.option("--workloads", "keys", multiple=True, help="uuid prefix (repeatable); default: all workloads.")
 @click.option("--trials", default=3, show_default=True, help="Checked calls per workload, each on fresh inputs.")
@@ -126,6 +130,7 @@ def _fmt(x, spec=".4g"):
 
 
 @main.command()
+@definitions_option
 @click.argument("solution_dirs", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--workloads", "keys", multiple=True, help="uuid prefix (repeatable); default: all workloads.")
 @click.option("--stride", default=1, show_default=True, help="Every Nth workload (quick runs).")
@@ -218,7 +223,7 @@ def _register(module: str, name: str) -> None:
 
 
 for _module, _name in ((".report.commands", "report"), (".submit.commands", "submit"),
-                      (".agent.commands", "regenerate"), (".agent.commands", "ledger")):
+                      (".agent.commands", "regenerate"), (".agent.commands", "ledger"), (".env.commands", "env")):
     _register(_module, _name)
 
 

@@ -2,13 +2,12 @@
 
 Each `<name>.json` embeds its reference as source text; the same text lives beside it in `<name>.py` so it can be
 read and edited as Python (`python -m sdk.definitions` re-embeds it; a test fails when the two drift apart).
-With `FIB_DATASET_PATH` set to an official dataset, its `definitions/**/<name>.json` is used instead.
+With an official dataset active (`FIB_DATASET_PATH`, `--definitions DIR`; see `sources`), its definition and its
+reference are used instead; `reference_module` stays the SDK's own (the gate uses helpers only it defines).
 """
 from __future__ import annotations
 
-import functools
 import json
-import os
 from pathlib import Path
 from types import ModuleType
 from typing import Callable
@@ -17,19 +16,10 @@ from ..errors import BadInputError
 from .._fib import Definition
 
 HERE = Path(__file__).parent
-_MODULES: dict[str, ModuleType] = {}
 
 
 def names() -> list[str]:
     return sorted(p.stem for p in HERE.glob("*.json"))
-
-
-def _dataset_file(name: str) -> Path | None:
-    root = os.environ.get("FIB_DATASET_PATH")
-    if not root:
-        return None
-    hits = sorted(Path(root, "definitions").rglob(f"{name}.json"))
-    return hits[0] if hits else None
 
 
 def parse(path: Path) -> Definition:
@@ -50,24 +40,22 @@ def parse(path: Path) -> Definition:
         raise BadInputError(f"{path}: invalid definition ({' '.join(first[:3])})") from None
 
 
-@functools.lru_cache(maxsize=None)
 def load(name: str) -> Definition:
-    if name not in names():
-        raise BadInputError(f"unknown definition {name!r}; known: {', '.join(names())}")
-    return parse(_dataset_file(name) or HERE / f"{name}.json")
+    """The active definition of `name`: the dataset's when one is active and has it, else the SDK's."""
+    from . import sources
+
+    return sources.active(name).definition
 
 
 def reference_source(name: str) -> str:
     return load(name).reference
 
 
-@functools.lru_cache(maxsize=None)
 def reference(name: str) -> Callable:
-    """The definition's reference `run`, compiled from the definition's own source text."""
-    module = ModuleType(f"fib_reference_{name}")
-    exec(compile(reference_source(name), f"<reference {name}>", "exec"), module.__dict__)
-    _MODULES[name] = module
-    return module.run
+    """The active definition's reference `run`, compiled from that definition's own source text."""
+    from . import sources
+
+    return sources.reference_of(sources.active(name))
 
 
 def sync() -> list[str]:
@@ -81,14 +69,20 @@ def sync() -> list[str]:
             raw["reference"] = text
             path.write_text(json.dumps(raw, indent=2) + "\n")
             changed.append(name)
-    load.cache_clear()
-    reference.cache_clear()
-    reference_module.cache_clear()
+    from . import sources
+
+    sources.clear_caches()
     return changed
 
 
-@functools.lru_cache(maxsize=None)
 def reference_module(name: str) -> ModuleType:
-    """The module namespace of the reference (for helpers it defines, e.g. the indexer's K-cache dequant)."""
-    reference(name)
-    return _MODULES[name]
+    """The SDK's own reference as a module (for helpers it defines, e.g. the indexer's K-cache dequant), whichever
+    definition is active: an official reference need not define them."""
+    from . import sources
+
+    return sources.reference_module_of(sources.own(name))
+
+
+from .sources import (  # noqa: E402,F401 - the public face of where definitions come from
+    OFFICIAL, OWN, LoadedDefinition, Source, environment_definitions, load_definitions, reference_of, references,
+)

@@ -11,15 +11,15 @@ serving stack replays it inside a CUDA graph, so a benchmark may time it that wa
 DeepGEMM and FlashInfer compile their kernels on the first call). False means it must be timed eagerly.
 
 Wheels (git-ignored `.whl/`), picked for torch 2.11 + CUDA 13 on sm_90 by static ABI checks (shared notes,
-hopper-peers.md §2); tools/peers_smoke.py is what shows whether they load and pass on the device:
+hopper-peers.md §2); `fib-sdk env prebuild --check` shows whether they load and pass on the device:
   sgl-deep-gemm 0.1.5.post1 + apache-tvm-ffi 0.1.11   DeepGEMM (paged MQA logits, m-grouped FP8 GEMM; JIT via nvcc)
   sgl-flash-mla 1.0.0                                   FlashMLA, SM90 kernels in its legacy half
   sglang-kernel 0.4.6, trimmed by `python -m sdk.peers.repack`   fast_topk_v2 / fast_topk_transform, FlashMLA
   flashinfer-python 0.6.14                              radix top-k with page-table transform, MLA fa3 (JIT)
   flashinfer-bench 0.1.2, pydantic 2.14.4 (+ pydantic-core, annotated-types, typing-inspection,
   typing-extensions, docstring-parser)                  not peers: what sdk itself needs on the device
-On the device: `python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade
---target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PYTHONPATH`.
+`fib-sdk env wheels` downloads them (pinned in sdk/env/wheels.py); on the device `eval "$(python3 -m sdk env
+install)"` installs them offline and `python3 -m sdk env prebuild` compiles their JIT kernels once.
 """
 from __future__ import annotations
 

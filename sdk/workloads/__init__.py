@@ -1,11 +1,12 @@
 """The official contest workloads (uuid, axes, input kinds) as this project's JSONL, one Trace line each.
 
+With an official dataset active (`--definitions DIR` / `FIB_DATASET_PATH`), its `workloads/**/<name>.jsonl` is used.
+
 Inputs the official set reads from safetensors blobs keep their `safetensors` spec here; `sdk.inputs` loads the
 blob when `FIB_DATASET_PATH` holds it and otherwise draws a seeded, realistic stand-in.
 """
 from __future__ import annotations
 
-import functools
 import json
 from pathlib import Path
 
@@ -54,12 +55,14 @@ def parse_jsonl(path: Path, definition: str | None = None) -> list[Workload]:
     return out
 
 
-@functools.lru_cache(maxsize=None)
 def load(definition: str) -> tuple[Workload, ...]:
-    path = HERE / f"{definition}.jsonl"
-    if not path.exists():
+    """The active workload list: the official dataset's when one is active and has it (see sdk.definitions.sources)."""
+    from ..definitions import sources
+
+    items = sources.active(definition).workloads
+    if not items:
         raise BadInputError(f"no workloads for definition {definition!r}")
-    return tuple(parse_jsonl(path, definition))
+    return items
 
 
 def select(definition: str, keys: list[str] | None = None) -> list[Workload]:
