@@ -6,6 +6,7 @@ import pytest
 from sdk import solutions
 from sdk.bench import remote
 from sdk.bench.runner import SCHEMA, flag_within_noise, run_bench, spread
+from sdk.bench.config import BenchConfig
 from sdk.bench.timing import spans_from_trace
 from sdk.errors import BadInputError
 from tests.helpers import ATTENTION, INDEXER, small_attention, small_indexer
@@ -67,13 +68,18 @@ def test_remote_payload_round_trip_and_result_parsing(tmp_path):
 def test_tiny_bench_run_writes_a_complete_results_file(tmp_path):
     packages = [p for p in solutions.discover() if p.name in ("dsa_topk_indexer_torch_baseline",
                                                               "dsa_sparse_attention_torch_baseline")]
-    results, path = run_bench(packages, trials=2, warmup=1, iters=3, peers=False, out_dir=tmp_path, tag="t",
+    config = BenchConfig(trials=2, warmup=1, iters=3, checks=1, peers=False, reference_iters=2)
+    results, path = run_bench(packages, config, out_dir=tmp_path, tag="t",
                               workload_sets={INDEXER: [small_indexer()], ATTENTION: [small_attention(num_tokens=2)]},
                               progress=lambda line: None)
     saved = json.loads(path.read_text())
     assert saved["schema"] == SCHEMA and {"gpu", "torch", "commit", "seed", "timing_method"} <= set(saved["environment"])
     assert [r["status"] for r in saved["rows"]] == ["PASSED", "PASSED"]
+    assert saved["environment"]["seed"] == saved["rows"][0]["seed"] is not None  # drawn from the OS, recorded
+    assert set(saved["environment"]["definitions"]) == {INDEXER, ATTENTION}
     for row in saved["rows"]:
         assert row["latency_ms"] > 0 and row["reference_latency_ms"] > 0 and row["work"]["bytes"] > 0
+        assert row["strict_passed"] is True and row["checked_calls"] >= 2 and row["timed_calls"] == 6
+        assert row["reference_source"] == "fib-sdk" and row["timer_fallback"] is False
     assert set(saved["summary"]) == {INDEXER, ATTENTION}
     assert saved["summary"][INDEXER]["passed"] == 1

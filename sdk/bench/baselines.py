@@ -29,7 +29,8 @@ def _as_tuple(value) -> tuple:
 def time_baselines(definition: Definition, workload: Workload, *, seed: int, config: BenchConfig, device: str,
                    peer_names: list[str], tol: Tolerance) -> dict:
     dev = torch.device(device)
-    ref_fn = definitions.reference(definition.name)
+    ref_fn = definitions.reference(definition.name)  # what the gate grades against (the dataset's when active)
+    timed_refs = definitions.references(definition.name) if config.reference else {}  # both, when both exist
     pool = InputPool(definition, workload, seed, dev, slots=1, sets=1)
     chosen = []
     if peer_names:
@@ -39,12 +40,22 @@ def time_baselines(definition: Definition, workload: Workload, *, seed: int, con
     state = {p.name: {"status": "PASSED", "reason": "", "cuda_graph": p.uses_cuda_graph} for p in chosen}
     samples: dict[str, list[float]] = {}
     work = None
+    probe_info: dict = {}
     for trial in range(config.trials):
         args = pool.private(pool.next_call())
         work = work or floors.work(definition.name, args).as_dict()
-        calls = {}
-        if config.reference:
-            calls["reference"] = (lambda a=args: ref_fn(**a), config.reference_iters)
+        calls = {f"reference:{source}": (lambda a=args, f=f: f(**a), config.reference_iters)
+                 for source, f in timed_refs.items()}
+        if dev.type == "cuda":  # the measured bound: one launch that reads only the bytes the workload must read
+            try:
+                from . import probe as bandwidth_probe
+
+                ready = bandwidth_probe.prepare(definition.name, args)
+                calls["probe"] = (ready.launch, config.iters)
+                probe_info = {"read_bytes": ready.plan.read_bytes, "write_bytes": ready.plan.write_bytes,
+                              "descriptor_bytes": ready.descriptor_bytes}
+            except Exception as exc:  # noqa: BLE001 - reported; the row then has no bound
+                probe_info = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
         ref_out = _as_tuple(ref_fn(**args)) if chosen else None
         for peer in chosen:
             if state[peer.name]["status"] != "PASSED":
@@ -77,8 +88,13 @@ def time_baselines(definition: Definition, workload: Workload, *, seed: int, con
                 state[key[5:]]["timing_method"] = timing.method
         del args, ref_out, calls
     mean = statistics.fmean
-    ref = samples.get("reference")
+    source = "official" if "official" in timed_refs else "fib-sdk"  # with a dataset, the gate grades against it
+    ref = samples.get(f"reference:{source}")
+    others = {k.split(":", 1)[1]: mean(v) for k, v in samples.items() if k.startswith("reference:")}
+    probe_ms = mean(samples["probe"]) if "probe" in samples else None
     return {"reference_latency_ms": mean(ref) if ref else None, "reference_trials_ms": ref or [],
-            "reference_source": "fib-sdk", "work": work,
+            "reference_source": source, "references_ms": others, "probe_ms": probe_ms,
+            "probe": {**probe_info, "gb_per_s": (probe_info.get("read_bytes", 0) + probe_info.get("write_bytes", 0))
+                      / probe_ms / 1e6 if probe_ms else None}, "work": work,
             "peers": {name: {"latency_ms": mean(samples[f"peer:{name}"]) if f"peer:{name}" in samples and
                              s["status"] == "PASSED" else None, **s} for name, s in state.items()}}

@@ -32,8 +32,13 @@ class ResultRow(BaseModel):
     checked_calls: int | None = None      # calls whose outputs were checked against the reference
     setup_ms: list[float] = []            # a solution's setup(), timed apart
     gate_s: float | None = None           # the judge's wall time for this workload (gate overhead included)
-    reference_latency_ms: float | None = None
+    reference_latency_ms: float | None = None   # the reference the gate graded against (`reference_source`)
+    reference_source: str | None = None        # "official" (a loaded FlashInfer-Bench definition) or "fib-sdk"
     reference_trials_ms: list[float] = []
+    references_ms: dict[str, float] = {}       # every reference timed in the run, by source
+    probe_ms: float | None = None              # CUPTI span of a launch that only reads the workload's bytes
+    probe: dict = {}
+    bound_ms: float | None = None              # max(probe_ms, FLOPs / measured matrix rate)
     aa_noise_pct: float | None = None
     aa_noise_median_pct: float | None = None
     within_noise_of_best_peer: bool | None = None

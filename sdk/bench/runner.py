@@ -113,11 +113,17 @@ def make_row(package: SolutionPackage, result, baseline: dict, ceilings, gpu: bo
         gate_s=raw.get("gate_s"), aa_noise_pct=timed["aa_noise_pct"],
         reference_latency_ms=baseline.get("reference_latency_ms"),
         reference_trials_ms=baseline.get("reference_trials_ms") or [], work=baseline.get("work"),
+        reference_source=baseline.get("reference_source"), references_ms=baseline.get("references_ms") or {},
+        probe_ms=baseline.get("probe_ms"), probe=baseline.get("probe") or {},
         peers=baseline.get("peers") or {}, matched_ratio=extra.get("matched_ratio"), max_abs_error=raw.get("max_abs"),
         rel_l2=max((v for k, v in extra.items() if k.endswith("rel_l2") and isinstance(v, float)), default=None),
     ).model_dump()
     if row["work"] and ceilings is not None:
         row["floor_ms"] = floors.floor_ms(floors.Work(**row["work"]), ceilings)
+        if row["probe_ms"]:
+            from .probe import bound_ms
+
+            row["bound_ms"] = bound_ms(row["probe_ms"], floors.Work(**row["work"]), ceilings)
     # Faster than the physical floor (bytes / bandwidth, FLOPs / peak) means work was skipped, not optimised.
     if row["floor_ms"] and row["latency_ms"] is not None and row["latency_ms"] < row["floor_ms"]:
         row.update(status="RUNTIME_ERROR", implausible=True, strict_passed=False,
@@ -172,7 +178,8 @@ def run_bench(packages: list[SolutionPackage], config: BenchConfig = BenchConfig
     gpu = device == "cuda"
     seed = draw_seed() if config.seed is None else config.seed
     env = environment(device, seed, CUPTI if gpu else WALL)
-    env.update(config=config.model_dump(), baselines=HOST)
+    env.update(config=config.model_dump(), baselines=HOST,
+               definitions=definitions.environment_definitions(sorted({p.solution.definition for p in packages})))
     ceilings = None
     if gpu:
         progress("measuring ceilings (HBM copy, bf16 and fp8 matmul) ...")

@@ -150,7 +150,7 @@ GPU_EXPECTED = {"empty_return": "INCORRECT_NUMERICAL", "leftover_read": "INCORRE
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", sorted(GPU_EXPECTED))
 def test_memory_cache_and_tampering_cheats_fail_on_gpu(name):
-    (result,) = gate(name, device="cuda", scan=False)
+    (result,) = gate(name, device="cuda", scan=False, trials=3)  # trial 2 gets trial 0's tensors back
     assert result.status == GPU_EXPECTED[name], result.reason
 
 
