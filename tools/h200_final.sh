@@ -1,6 +1,7 @@
 # Last device call: gate-only passes of the baselines the earlier run lost, then benches with prebuilt peers only.
 source tools/device_env.sh
 export FIB_SDK_COMMIT=4a40db403c23959386b548be3b3cdd56c40d42df
+mkdir -p $OUT/traces  # gate --traces needs its folder to exist
 B="python3 -m sdk bench --timeout 240 --no-aa --out $OUT --traces $OUT/traces"
 timeout 60 python3 -m sdk gate solutions/dsa_topk_indexer_torch_baseline --traces $OUT/traces/gate_dsa_topk_indexer_torch_baseline.jsonl > $OUT/gate_idx.log 2>&1; echo "gate idx rc=$?"; tail -1 $OUT/gate_idx.log
 timeout 45 python3 -m sdk gate solutions/moe_torch_baseline --workloads 74d7ff04 --workloads 4822167c --workloads 81955b1e --workloads 76010cb4 --workloads fc378037 --workloads f7d6ac7c --traces $OUT/traces/gate_moe_torch_baseline.jsonl > $OUT/gate_moe.log 2>&1; echo "gate moe rc=$?"; tail -1 $OUT/gate_moe.log

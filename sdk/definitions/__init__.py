@@ -13,7 +13,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Callable
 
-from ..errors import BadInputError
+from ..errors import BadInputError, one_line
 from .._fib import Definition
 
 HERE = Path(__file__).parent
@@ -46,8 +46,7 @@ def parse(path: Path) -> Definition:
     try:
         return Definition.model_validate(raw)
     except Exception as exc:  # pydantic.ValidationError, reference syntax errors
-        first = str(exc).strip().splitlines()
-        raise BadInputError(f"{path}: invalid definition ({' '.join(first[:3])})") from None
+        raise BadInputError(f"{path}: invalid definition ({one_line(exc)})") from None
 
 
 @functools.lru_cache(maxsize=None)

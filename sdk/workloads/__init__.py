@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from .._fib import Trace, Workload
-from ..errors import BadInputError
+from ..errors import BadInputError, one_line
 
 HERE = Path(__file__).parent
 
@@ -46,8 +46,7 @@ def parse_jsonl(path: Path, definition: str | None = None) -> list[Workload]:
             _check_fields(json.loads(line))
             trace = Trace.model_validate_json(line)
         except Exception as exc:
-            first = str(exc).strip().splitlines()
-            raise BadInputError(f"{path}:{number}: invalid workload line ({' '.join(first[:3])})") from None
+            raise BadInputError(f"{path}:{number}: invalid workload line ({one_line(exc)})") from None
         if definition and trace.definition != definition:
             raise BadInputError(f"{path}:{number}: workload of {trace.definition!r}, expected {definition!r}")
         out.append(trace.workload)
@@ -56,6 +55,10 @@ def parse_jsonl(path: Path, definition: str | None = None) -> list[Workload]:
 
 @functools.lru_cache(maxsize=None)
 def load(definition: str) -> tuple[Workload, ...]:
+    from .. import definitions
+
+    if definition not in definitions.names():
+        raise BadInputError(f"unknown definition {definition!r}; known: {', '.join(definitions.names())}")
     path = HERE / f"{definition}.jsonl"
     if not path.exists():
         raise BadInputError(f"no workloads for definition {definition!r}")
