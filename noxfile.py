@@ -31,7 +31,7 @@ nox.options.error_on_missing_interpreters = True
 ROOT = Path(__file__).parent
 TORCH = os.environ.get("FIB_TORCH_SPEC", "torch==2.13.0")
 FLASHINFER_BENCH = "flashinfer-bench==0.1.2"
-CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"  # on Linux, PyPI's torch brings ~3 GB of CUDA libraries
+CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"  # on Linux, PyPI's torch brings GBs of CUDA libraries
 SHARED_ENV = Path(os.environ.get("FIB_SDK_NOX_ENV", ROOT / ".nox" / "sdk"))
 SHARED_EXTRAS = "test"
 STAMP = "fib-sdk-installed.txt"
@@ -61,8 +61,10 @@ def install_plan() -> list[list[str]]:
     """The pip install commands of the shared environment, in order."""
     index = torch_index()
     return [["install", TORCH, *(["--index-url", index] if index else [])],
-            ["install", "--no-deps", FLASHINFER_BENCH],  # its data models only; see README "Install"
-            ["install", "-e", f"{ROOT}[{SHARED_EXTRAS}]"]]
+            ["install", "-e", f"{ROOT}[{SHARED_EXTRAS}]"],
+            # its data models only (README, "Install"); last, so that pip has no later install to warn in about
+            # the JIT dependencies it leaves out
+            ["install", "--no-deps", FLASHINFER_BENCH]]
 
 
 def plan_digest() -> str:
