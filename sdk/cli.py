@@ -1,34 +1,170 @@
-"""`fib-sdk`: a thin click layer over the SDK's API. Errors in user files print one line and exit 2."""
+"""`fib-sdk`: a thin click layer over the SDK's API.
+
+Every error is one line on stderr, `error: <what>`, and the exit status says its kind (listed in sdk/errors.py and
+the README, "Errors"). The commands that live with their feature (report, submit, regenerate, ledger) are imported
+only when they run, and torch only when a command needs it, so `fib-sdk --help` starts in a fraction of a second.
+"""
 from __future__ import annotations
 
+import importlib
 import json
+import os
+import re
 import sys
 from pathlib import Path
 
 import click
-from tabulate import tabulate
 
 from .env.options import definitions_option
-from .errors import BadInputError
+from . import __version__
+from .errors import (EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_UNAVAILABLE, EXIT_USAGE, BadInputError,
+                     UnavailableError)
+
+# name: (module, attribute, the one-line help `fib-sdk --help` shows without importing the module; a test checks
+# that it is the command's own)
+LAZY_COMMANDS = {
+    "report": (".report.commands", "report",
+               "Write OUT/REPORT.md (paper vs ours, per-workload tables, floors, environment) and OUT/plots/*.png."),
+    "submit": (".submit.commands", "submit",
+               "Package the kernels of submission.toml (or SOLUTION_DIRS) for the contest, refusing any without "
+               "complete, PASSED gate evidence for exactly these sources, or that breaks the contest rules."),
+    "regenerate": (".agent.commands", "regenerate",
+                   "Without arguments: re-render every solution with a render.toml and fail on byte drift."),
+    "ledger": (".agent.commands", "ledger", "Token and cost summary of a run folder, by definition, role and model."),
+    "env": (".env.commands", "env", "Set up an offline GPU machine (peer wheels, install, JIT prebuild) and show which "
+                                    "definitions are in use."),
+}
 
 
-def _fail(exc: Exception):
-    click.echo(f"error: {exc}", err=True)
-    sys.exit(2)
+def fail(message: str, code: int):
+    """Print `error: <message>` (one line) on stderr and exit with `code`."""
+    line = " ".join(str(message).split())
+    click.echo(f"error: {line}", err=True)
+    sys.exit(code)
+
+
+def _usage_message(exc: click.UsageError) -> str:
+    message = exc.format_message().strip().rstrip(".")
+    where = exc.ctx.command_path if exc.ctx is not None else "fib-sdk"
+    return f"{message} (see '{where} --help')"
 
 
 class _Group(click.Group):
-    def invoke(self, ctx):
+    def list_commands(self, ctx):
+        return sorted({*self.commands, *LAZY_COMMANDS})
+
+    def get_command(self, ctx, name):
+        if name not in self.commands and name in LAZY_COMMANDS:
+            module, attribute, _ = LAZY_COMMANDS[name]
+            self.add_command(getattr(importlib.import_module(module, __package__), attribute), name)
+        return self.commands.get(name)
+
+    def format_commands(self, ctx, formatter):
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(n) for n in names)
+        rows = [(n, self.commands[n].get_short_help_str(limit) if n in self.commands
+                 else click.Command(n, help=LAZY_COMMANDS[n][2]).get_short_help_str(limit)) for n in names]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        """click's main, with every error as one `error: ...` line and the exit status of its kind."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         try:
-            return super().invoke(ctx)
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.UsageError as exc:
+            fail(_usage_message(exc), EXIT_USAGE)
+        except click.ClickException as exc:  # e.g. raised by a subcommand for a bad input
+            fail(exc.format_message(), EXIT_INPUT)
         except BadInputError as exc:
-            _fail(exc)
+            fail(str(exc), EXIT_INPUT)
+        except UnavailableError as exc:
+            fail(str(exc), EXIT_UNAVAILABLE)
+        except ModuleNotFoundError as exc:
+            fail(f"{exc}: this Python lacks a package that fib-sdk needs ({sys.executable}; see the README, "
+                 "'Install')", EXIT_UNAVAILABLE)
+        except (click.Abort, KeyboardInterrupt):
+            fail("interrupted", EXIT_INTERRUPTED)
+        except BrokenPipeError:  # `fib-sdk workloads X | head`: the reader left, nothing to report
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(1)
+        except Exception as exc:
+            if os.environ.get("FIB_SDK_TRACEBACK"):
+                raise
+            fail(f"internal error, a bug in fib-sdk: {type(exc).__name__}: {exc} (FIB_SDK_TRACEBACK=1 prints the "
+                 "traceback)", EXIT_INTERNAL)
+        sys.exit(code if isinstance(code, int) else 0)
 
 
-@click.group(cls=_Group)
-@click.version_option(package_name="fib-contest-sdk")
+@click.group(cls=_Group, context_settings={"max_content_width": 120})
+@click.version_option(__version__, prog_name="fib-sdk")
 def main():
-    """Definitions, workloads, correctness gate, benchmark and packaging for the FlashInfer-Bench contest kernels."""
+    """Definitions, workloads, correctness gate, benchmark and packaging for the FlashInfer-Bench contest kernels.
+
+    Errors are one line, `error: ...`; exit status 0 done, 1 a failed result (a workload not PASSED), 2 usage,
+    3 bad input or a refused submission, 4 missing on this machine (CUDA, an optional package), 70 a bug."""
+
+
+# ---- option checks (usage errors before anything runs) ----------------------------------------------------------
+
+POSITIVE_INT = click.IntRange(min=1)
+NON_NEGATIVE_INT = click.IntRange(min=0)
+POSITIVE_SECONDS = click.FloatRange(min=0, min_open=True)
+NON_NEGATIVE_SECONDS = click.FloatRange(min=0)
+
+
+def _file_in_existing_folder(ctx, param, value: Path | None) -> Path | None:
+    """A file to write: its folder must exist (a typo must not create folders), and it must not be a folder."""
+    if value is None:
+        return None
+    folder = value.parent
+    if not folder.is_dir():
+        raise click.BadParameter(f"folder {folder} does not exist (create it first)", ctx, param)
+    if value.is_dir():
+        raise click.BadParameter(f"{value} is a folder; name a .jsonl file", ctx, param)
+    return value
+
+
+def _folder_in_existing_parent(ctx, param, value: Path | None) -> Path | None:
+    """A folder to write into: it may be new, but the folder holding it must exist."""
+    if value is None:
+        return None
+    if value.exists() and not value.is_dir():
+        raise click.BadParameter(f"{value} is not a folder", ctx, param)
+    if not value.parent.is_dir():
+        raise click.BadParameter(f"folder {value.parent} does not exist (create it first)", ctx, param)
+    return value
+
+
+def _device(ctx, param, value: str | None) -> str | None:
+    """cpu, cuda or cuda:N; a CUDA device that torch does not see is refused here, before a worker starts."""
+    if value is None:
+        return None
+    if not re.fullmatch(r"cpu|cuda(:\d+)?", value):
+        raise click.BadParameter(f"{value!r}: use cpu, cuda or cuda:N", ctx, param)
+    if value.startswith("cuda"):
+        import torch
+
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        index = int(value.partition(":")[2] or 0)
+        if index >= count:
+            build = "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
+            raise UnavailableError(f"--device {value}: torch {torch.__version__} ({build}) sees {count} CUDA "
+                                   "device(s) here; use --device cpu or run on a GPU machine")
+    return value
+
+
+def _packages(solution_dirs):
+    """Load and check each SOLUTION_DIR (taken from the current folder, else the project root; none: every package
+    in solutions/) before anything runs."""
+    from . import definitions as defs, solutions
+    from .paths import existing
+
+    packages = [solutions.load_package(existing(d)) for d in solution_dirs] if solution_dirs else solutions.discover()
+    for package in packages:
+        solutions.check_entry(package, defs.load(package.solution.definition))
+    return packages
 
 
 @main.command()
@@ -46,6 +182,8 @@ def definitions(as_json):
     if as_json:
         click.echo(json.dumps(rows, indent=2))
     else:
+        from tabulate import tabulate
+
         click.echo(tabulate([[r["name"], r["op_type"], ",".join(r["var_axes"]), len(r["inputs"]),
                               ",".join(r["outputs"]), r["workloads"]] for r in rows],
                             headers=["definition", "op_type", "var axes", "inputs", "outputs", "workloads"]))
@@ -63,6 +201,8 @@ def workloads(definition, as_json):
     if as_json:
         click.echo(json.dumps([w.model_dump(mode="json") for w in items], indent=2))
         return
+    from tabulate import tabulate
+
     rows = [[w.uuid, " ".join(f"{k}={v}" for k, v in w.axes.items()),
              ",".join(k for k, v in w.inputs.items() if v.type == "safetensors") or "-"] for w in items]
     click.echo(tabulate(rows, headers=["uuid", "axes", "blob inputs (seeded generator without a dataset)"]))
@@ -80,20 +220,25 @@ def _progress(as_json: bool):
 @definitions_option
 @click.argument("solution_dir", type=click.Path(path_type=Path))
 @click.option("--workloads", "keys", multiple=True, help="uuid prefix (repeatable); default: all workloads.")
-@click.option("--trials", default=3, show_default=True, help="Checked calls per workload, each on fresh inputs.")
+@click.option("--trials", default=3, show_default=True, type=POSITIVE_INT,
+              help="Checked calls per workload, each on fresh inputs.")
 @click.option("--seed", type=int, default=None, help="Input seed (default: drawn from the OS; printed and recorded).")
-@click.option("--timeout", default=300.0, show_default=True, help="Seconds per workload, build included.")
-@click.option("--traces", type=click.Path(path_type=Path), help="Append flashinfer-bench Trace JSONL here.")
-@click.option("--device", default=None, help="cuda, cuda:1 or cpu (default: cuda when available).")
+@click.option("--timeout", default=300.0, show_default=True, type=POSITIVE_SECONDS,
+              help="Seconds per workload, build included.")
+@click.option("--traces", type=click.Path(path_type=Path), callback=_file_in_existing_folder,
+              help="Append flashinfer-bench Trace JSONL to this file (its folder must exist).")
+@click.option("--device", default=None, callback=_device, help="cuda, cuda:1 or cpu (default: cuda when available).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def gate(solution_dir, keys, trials, seed, timeout, traces, device, as_json):
     """Gate SOLUTION_DIR (a folder with config.toml) on its definition's workloads, FlashInfer-Bench rules."""
-    from . import solutions, workloads as wl
+    from tabulate import tabulate
+
+    from . import workloads as wl
     from .gate import contest_tolerance, gate_solution
 
     from .gate import draw_seed
 
-    package = solutions.load_package(solution_dir)
+    package, = _packages([solution_dir])
     definition = package.solution.definition
     chosen = wl.select(definition, list(keys))
     seed = draw_seed() if seed is None else seed
@@ -133,38 +278,47 @@ def _fmt(x, spec=".4g"):
 @definitions_option
 @click.argument("solution_dirs", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--workloads", "keys", multiple=True, help="uuid prefix (repeatable); default: all workloads.")
-@click.option("--stride", default=1, show_default=True, help="Every Nth workload (quick runs).")
-@click.option("--trials", default=3, show_default=True)
+@click.option("--stride", default=1, show_default=True, type=POSITIVE_INT, help="Every Nth workload (quick runs).")
+@click.option("--trials", default=3, show_default=True, type=POSITIVE_INT)
 @click.option("--seed", type=int, default=None, help="Input seed (default: drawn from the OS; recorded).")
-@click.option("--warmup", default=10, show_default=True)
-@click.option("--iters", default=50, show_default=True)
-@click.option("--checks", default=3, show_default=True,
+@click.option("--warmup", default=10, show_default=True, type=NON_NEGATIVE_INT)
+@click.option("--iters", default=50, show_default=True, type=POSITIVE_INT)
+@click.option("--checks", default=3, show_default=True, type=NON_NEGATIVE_INT,
               help="Checked calls per trial besides the first, chosen at random after each call.")
 @click.option("--no-peers", is_flag=True, help="Skip the peer libraries.")
 @click.option("--peers", "peer_filter", multiple=True, help="Only peers whose name contains this (repeatable).")
 @click.option("--no-reference", is_flag=True, help="Do not time the reference.")
-@click.option("--baseline-every", default=1, show_default=True, help="Time reference and peers on every Nth workload.")
-@click.option("--reference-iters", default=10, show_default=True, help="Timed calls of the (slow) reference per trial.")
-@click.option("--timeout", default=600.0, show_default=True, help="Seconds per workload (gate and timing).")
-@click.option("--compile-budget", default=600.0, show_default=True,
+@click.option("--baseline-every", default=1, show_default=True, type=POSITIVE_INT,
+              help="Time reference and peers on every Nth workload.")
+@click.option("--reference-iters", default=10, show_default=True, type=POSITIVE_INT,
+              help="Timed calls of the (slow) reference per trial.")
+@click.option("--timeout", default=600.0, show_default=True, type=POSITIVE_SECONDS,
+              help="Seconds per workload (gate and timing).")
+@click.option("--compile-budget", default=600.0, show_default=True, type=NON_NEGATIVE_SECONDS,
               help="Extra seconds for a worker's first workload: the solution's build and the peers' JIT compiles.")
-@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("repro/results"), show_default=True)
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              show_default="repro/results/ under the project root", help="Folder of the results file.")
 @click.option("--tag", default=None, help="Suffix of the results file name.")
-@click.option("--traces", "trace_dir", type=click.Path(path_type=Path), help="Write Trace JSONL per solution here.")
-@click.option("--remote", type=click.Choice(["modal"]), default=None, help="Run on a Modal B200 (see README).")
+@click.option("--traces", "trace_dir", type=click.Path(path_type=Path), callback=_folder_in_existing_parent,
+              help="Write Trace JSONL per solution into this folder (the folder holding it must exist).")
+@click.option("--remote", type=click.Choice(["modal"]), default=None,
+              help="Run on a Modal B200 (README, 'Remote bench on Modal').")
 @click.option("--json", "as_json", is_flag=True, help="Print the results JSON instead of tables.")
 def bench(solution_dirs, keys, stride, trials, seed, warmup, iters, checks, no_peers, peer_filter, no_reference,
           baseline_every, reference_iters, timeout, compile_budget, out_dir, tag, trace_dir, remote, as_json):
     """Gate and time SOLUTION_DIRS (default: every package in solutions/) with the reference and peers."""
-    from . import solutions
+    from tabulate import tabulate
+
     from .bench.config import BenchConfig
     from .bench.runner import run_bench
+    from .paths import under_root
 
     config = BenchConfig(keys=list(keys), stride=stride, trials=trials, seed=seed, warmup=warmup, iters=iters,
                          checks=checks, peers=not no_peers, peer_filter=list(peer_filter), reference=not no_reference,
                          baseline_every=baseline_every, reference_iters=reference_iters, timeout_s=timeout,
                          compile_budget_s=compile_budget)
-    packages = [solutions.load_package(d) for d in solution_dirs] if solution_dirs else solutions.discover()
+    packages = _packages(solution_dirs)
+    out_dir = out_dir if out_dir is not None else under_root("repro/results")
     if remote == "modal":
         from .bench import remote as remote_mod
 
@@ -173,9 +327,10 @@ def bench(solution_dirs, keys, stride, trials, seed, warmup, iters, checks, no_p
     else:
         results, path = run_bench(packages, config, out_dir=out_dir, tag=tag, trace_dir=trace_dir,
                                   progress=lambda line: click.echo(line, err=True))
+    passed = sum(r["status"] == "PASSED" for r in results["rows"])
     if as_json:
         click.echo(json.dumps(results, indent=1, default=str))
-        return
+        sys.exit(0 if passed else 1)
     rows = []
     for r in results["rows"]:
         lat, ref, floor = r["latency_ms"], r["reference_latency_ms"], r["floor_ms"]
@@ -196,6 +351,9 @@ def bench(solution_dirs, keys, stride, trials, seed, warmup, iters, checks, no_p
                                         "best peer", "mean x best peer", "mean lat/floor"]))
     click.echo(f"timing: {results['environment'].get('timing_method')}; speedups: mean of per-workload ratios "
                "and geometric mean; results: " + (str(path) if path else "(not written)"))
+    if not passed:
+        click.echo(f"bench: 0/{len(results['rows'])} rows PASSED the gate: nothing was timed", err=True)
+        sys.exit(1)
 
 
 @main.command()
@@ -203,28 +361,17 @@ def bench(solution_dirs, keys, stride, trials, seed, warmup, iters, checks, no_p
 @click.option("--results", "results_file", required=True, type=click.Path(path_type=Path, exists=True))
 @click.option("--traces", "trace_dir", required=True, type=click.Path(path_type=Path, exists=True),
               help="The folder `bench --traces` wrote (one <solution name>.jsonl each).")
-@click.option("--out", "out_root", type=click.Path(path_type=Path), default=Path("repro/evidence"), show_default=True)
+@click.option("--out", "out_root", type=click.Path(file_okay=False, path_type=Path), default=None,
+              show_default="repro/evidence/ under the project root")
 def evidence(solution_dirs, results_file, trace_dir, out_root):
     """Turn a GPU bench run (results + traces) into gate evidence for `submit` (checks the source hashes)."""
-    from . import solutions
+    from .paths import under_root
     from .submit.evidence import evidence_from_run
 
-    for d in solution_dirs:
-        package = solutions.load_package(d)
+    out_root = out_root if out_root is not None else under_root("repro/evidence")
+    for package in _packages(solution_dirs):
         folder = evidence_from_run(package, trace_dir / f"{package.name}.jsonl", results_file, out_root)
         click.echo(f"{package.name}: evidence in {folder}")
-
-
-def _register(module: str, name: str) -> None:
-    """Subcommands that live with their feature (report, submit, agent loop); imported when the CLI loads."""
-    import importlib
-
-    main.add_command(getattr(importlib.import_module(module, __package__), name))
-
-
-for _module, _name in ((".report.commands", "report"), (".submit.commands", "submit"),
-                      (".agent.commands", "regenerate"), (".agent.commands", "ledger"), (".env.commands", "env")):
-    _register(_module, _name)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ builder does, so sibling modules import each other relatively.
 """
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import os
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from ._fib import BuildSpec, Definition, Solution, SourceFile
-from .errors import BadInputError
+from .errors import BadInputError, one_line
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -104,6 +105,10 @@ def load_package(root: str | Path) -> SolutionPackage:
     if ".." in Path(build.get("source_dir", language)).parts or Path(build.get("source_dir", "x")).is_absolute():
         raise BadInputError(f"{root}/config.toml: source_dir must stay inside {root}/solution")
     sources = read_sources(source_dir)
+    entry = build.get("entry_point", "")
+    if isinstance(entry, str) and "::" in entry and entry.split("::")[0] not in {s.path for s in sources}:
+        raise BadInputError(f"{root}/config.toml: entry_point {entry!r}: {entry.split('::')[0]!r} is not among the "
+                            f"sources ({', '.join(s.path for s in sources)})")
     try:
         spec = BuildSpec(
             language=language,
@@ -117,14 +122,90 @@ def load_package(root: str | Path) -> SolutionPackage:
                             author=config["solution"]["author"],
                             description=config["solution"].get("description"), spec=spec, sources=sources)
     except Exception as exc:
-        first = str(exc).strip().splitlines()
-        raise BadInputError(f"{root}: invalid solution ({' '.join(first[:3])})") from None
+        raise BadInputError(f"{root}/config.toml: invalid solution ({one_line(exc)})") from None
+    from . import definitions
+
+    if solution.definition not in definitions.names():
+        raise BadInputError(f"{root}/config.toml: unknown definition {solution.definition!r}; known: "
+                            f"{', '.join(definitions.names())}")
     return SolutionPackage(root=root, source_dir=source_dir, solution=solution)
 
 
 def discover(root: str | Path | None = None) -> list[SolutionPackage]:
-    root = Path(root) if root else REPO_ROOT / "solutions"
+    from .paths import under_root
+
+    root = Path(root) if root else under_root("solutions")
     return [load_package(p.parent) for p in sorted(root.glob("*/config.toml"))]
+
+
+def _binds(node: ast.stmt, symbol: str) -> bool:
+    """Whether a top-level statement binds `symbol` (a def, a class, an assignment, an import, a star import)."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return node.name == symbol
+    if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return any(isinstance(n, ast.Name) and n.id == symbol for t in targets for n in ast.walk(t))
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return any(a.name == "*" or (a.asname or a.name.split(".")[0]) == symbol for a in node.names)
+    return False
+
+
+def _mentioned(tree: ast.Module) -> set[str]:
+    """Every identifier and string constant of a module that could name a module attribute."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            found.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.add(node.name)
+        elif isinstance(node, ast.alias):
+            found.update({node.name, node.asname or ""})
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            found.add(node.value)
+        elif isinstance(node, ast.Attribute):
+            found.add(node.attr)
+    return found
+
+
+def _cannot_take(fn: ast.FunctionDef | ast.AsyncFunctionDef, arity: int) -> bool:
+    """Whether `fn` cannot be called with `arity` positional arguments (read from its syntax, nothing is run)."""
+    args = fn.args
+    positional = len(args.posonlyargs) + len(args.args)
+    required = positional - len(args.defaults)
+    kw_required = sum(default is None for default in args.kw_defaults)
+    return arity < required or (arity > positional and args.vararg is None) or kw_required > 0
+
+
+def check_entry(package: SolutionPackage, definition: Definition) -> None:
+    """The entry point, checked on the entry file's syntax before anything runs, so that a missing entry function
+    or a wrong signature is a one-line error instead of a COMPILE_ERROR on every workload. Only what the syntax
+    settles is refused: a decorated, assigned, imported or conditionally defined entry point is left to the build,
+    which checks the imported callable again."""
+    solution = package.solution
+    file, _, symbol = solution.spec.entry_point.partition("::")
+    text = next((s.content for s in solution.sources if s.path == file), None)
+    if text is None or not file.endswith(".py"):
+        return
+    try:
+        tree = ast.parse(text, filename=file)
+    except (SyntaxError, ValueError):
+        return  # the build reports it, with the compiler's message
+    bound = [node for node in tree.body if _binds(node, symbol)]
+    if not bound:
+        if symbol not in _mentioned(tree):  # no name, def, import or string anywhere could bind it
+            raise BadInputError(f"{package.root}: entry point {solution.spec.entry_point!r}: {file} defines no "
+                                f"{symbol!r}")
+        return
+    fn = bound[-1]
+    if len(bound) != 1 or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.decorator_list:
+        return
+    dps = solution.spec.destination_passing_style
+    expected = [*definition.inputs, *(definition.outputs if dps else [])]
+    if _cannot_take(fn, len(expected)):
+        has = ", ".join(a.arg for a in (*fn.args.posonlyargs, *fn.args.args))
+        raise BadInputError(f"{package.root}: {'destination-passing' if dps else 'value-returning'} entry "
+                            f"{solution.spec.entry_point} must take {len(expected)} positional arguments "
+                            f"({', '.join(expected)}), has ({has})")
 
 
 def source_hash(solution: Solution) -> str:

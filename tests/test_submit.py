@@ -19,7 +19,7 @@ from sdk.errors import BadInputError
 from sdk.gate.runner import make_trace
 from sdk.solutions import load_package
 from sdk.submit import build_submission, check_package, load_evidence, write_evidence
-from sdk.submit.commands import submit
+from sdk.cli import main
 
 FIXTURES = Path(__file__).parent / "fixtures" / "submit" / "solutions"
 ENV = {"gpu": "NVIDIA H200", "driver": "580.95", "torch": "2.11.0+cu130", "cuda": "13.0", "commit": "0123abc",
@@ -68,12 +68,13 @@ def repo(tmp_path, monkeypatch):
         write_evidence(package, gate_results(package), ENV, "repro/results/nvidia-h200-20260101.json",
                        tmp_path / "repro" / "evidence")
     results.write_text(json.dumps(docs))
+    (tmp_path / "submission.toml").write_text('[submit]\nsolutions = ["solutions/toy_attention"]\n')
     return SimpleNamespace(root=tmp_path, packages=packages, evidence=tmp_path / "repro" / "evidence")
 
 
 def test_packages_a_single_kernel(repo):
     package = repo.packages["toy_attention"]
-    sub = build_submission([package.root], Path("dist/submission"), repo.evidence)
+    sub = build_submission([package.root], Path("dist"), repo.evidence)
     out = repo.root / "dist" / "submission"
     kernel = out / "toy_attention"
     assert not (out / "config.toml").exists()  # config lives in the kernel folder only
@@ -113,7 +114,7 @@ def test_packages_a_single_kernel(repo):
 
 
 def test_multi_kernel_layout_and_zero_ledger(repo):
-    build_submission([p.root for p in repo.packages.values()], Path("dist/submission"), repo.evidence)
+    build_submission([p.root for p in repo.packages.values()], Path("dist"), repo.evidence)
     out = repo.root / "dist" / "submission"
     assert sorted(p.name for p in out.iterdir()) == ["SUBMISSION.md", "toy_attention", "toy_moe"]
     assert not (out / "packed_solution.json").exists()  # one root file would stand in for every kernel
@@ -127,9 +128,9 @@ def test_multi_kernel_layout_and_zero_ledger(repo):
 
 def test_archive_is_byte_identical_when_nothing_changed(repo):
     dirs = [p.root for p in repo.packages.values()]
-    first = build_submission(dirs, Path("dist/submission"), repo.evidence)
+    first = build_submission(dirs, Path("dist"), repo.evidence)
     data, sha = first.archive.read_bytes(), Path(f"{first.archive}.sha256").read_bytes()
-    second = build_submission(dirs, Path("dist/submission"), repo.evidence)
+    second = build_submission(dirs, Path("dist"), repo.evidence)
     assert second.archive.read_bytes() == data and Path(f"{second.archive}.sha256").read_bytes() == sha
     assert data[4:8] == b"\0\0\0\0"  # gzip header mtime
     with tarfile.open(second.archive) as tar:
@@ -145,7 +146,7 @@ def test_archive_is_byte_identical_when_nothing_changed(repo):
 def test_refuses_missing_evidence(repo):
     shutil.rmtree(repo.evidence / "toy_moe")
     with pytest.raises(BadInputError, match=r"toy_moe: no gate evidence .*manifest.json is missing"):
-        build_submission([repo.packages["toy_moe"].root], Path("dist/submission"), repo.evidence)
+        build_submission([repo.packages["toy_moe"].root], Path("dist"), repo.evidence)
     assert not (repo.root / "dist").exists()  # a refusal writes nothing
 
 
@@ -169,7 +170,7 @@ def test_refuses_evidence_for_other_sources(repo):
     main = package.source_dir / "main.py"
     main.write_text(main.read_text() + "\n# tuned after the gate ran\n")
     with pytest.raises(BadInputError, match=r"gate evidence was made for other sources \(main.py differ\)"):
-        build_submission([package.root], Path("dist/submission"), repo.evidence)
+        build_submission([package.root], Path("dist"), repo.evidence)
 
 
 def test_refuses_a_spec_change_with_the_same_sources(repo):
@@ -186,7 +187,7 @@ def test_refuses_a_failed_results_row(repo):
     path = repo.root / "repro" / "results" / "mine.json"
     path.write_text(json.dumps(results_doc(package, status="TIMEOUT")))
     with pytest.raises(BadInputError, match=r"reports workload \w{8} as TIMEOUT \(\+22 more\)"):
-        build_submission([package.root], Path("dist/submission"), repo.evidence, [path])
+        build_submission([package.root], Path("dist"), repo.evidence, [path])
 
 
 def test_results_file_choice(repo):
@@ -194,12 +195,12 @@ def test_results_file_choice(repo):
     (repo.root / "repro" / "results" / "nvidia-h200-20260101.json").rename(repo.root / "elsewhere.json")
     with pytest.raises(BadInputError, match=r"names results file repro/results/nvidia-h200-20260101.json, which is "
                                             r"missing \(restore it or pass --results\)"):
-        build_submission([package.root], Path("dist/submission"), repo.evidence)
+        build_submission([package.root], Path("dist"), repo.evidence)
     # evidence that names no file: the newest results file with rows of the solution
     write_evidence(package, gate_results(package), ENV, None, repo.evidence)
     newest = repo.root / "repro" / "results" / "nvidia-h200-20260102.json"
     newest.write_text(json.dumps(results_doc(package)))
-    sub = build_submission([package.root], Path("dist/submission"), repo.evidence)
+    sub = build_submission([package.root], Path("dist"), repo.evidence)
     shipped = json.loads((sub.folder / "toy_attention" / "results.json").read_text())
     assert shipped["sources"][0]["file"] == newest.name and len(shipped["rows"]) == 23
 
@@ -236,7 +237,7 @@ def test_rules_reject_library_network_and_binary(repo, name, text, expected):
     found = check_package(package)
     assert any(expected in str(v) for v in found), found
     with pytest.raises(BadInputError, match=r"toy_moe: breaks the contest rules: "):
-        build_submission([package.root], Path("dist/submission"), repo.evidence)
+        build_submission([package.root], Path("dist"), repo.evidence)
 
 
 @pytest.mark.parametrize("name,data", [("kernel.cubin", b"\x7fELF\x02\x01"), ("libk.so", b"\x7fELF"),
@@ -258,15 +259,15 @@ def test_rules_accept_mentions_in_comments_and_docstrings():
 
 def test_cli_packages_and_refuses_with_one_line(repo):
     runner = CliRunner()
-    ok = runner.invoke(submit, ["solutions/toy_attention", "--gate"])  # no GPU: committed evidence
+    ok = runner.invoke(main, ["submit", "solutions/toy_attention", "--gate"])  # no GPU: committed evidence
     assert ok.exit_code == 0, ok.output
     assert "no CUDA GPU here: packaging from the committed evidence" in ok.output
     assert "dist/submission.tar.gz sha256 " in ok.output
     shutil.rmtree(repo.evidence / "toy_moe")
-    bad = runner.invoke(submit, ["solutions/toy_moe"])
-    assert bad.exit_code == 1
+    bad = runner.invoke(main, ["submit", "solutions/toy_moe"])
+    assert bad.exit_code == 3
     assert bad.output.strip().splitlines() == [bad.output.strip()]
-    assert bad.output.startswith("Error: toy_moe: no gate evidence")
+    assert bad.output.startswith("error: toy_moe: no gate evidence")
 
 
 def test_gate_flag_on_a_gpu_records_evidence_then_packages(repo, monkeypatch):
@@ -285,7 +286,7 @@ def test_gate_flag_on_a_gpu_records_evidence_then_packages(repo, monkeypatch):
     monkeypatch.setattr(gating, "gpu_available", lambda: True)
     monkeypatch.setattr(gating, "gate_environment", lambda trials, seed: {**ENV, "trials": trials, "seed": seed})
     monkeypatch.setattr(gate, "gate_solution", fake_gate)
-    result = CliRunner().invoke(submit, ["solutions/toy_moe", "--gate"])
+    result = CliRunner().invoke(main, ["submit", "solutions/toy_moe", "--gate"])
     assert result.exit_code == 0, result.output
     definition = package.solution.definition
     assert calls == [(definition, 19, 3, 0, gate.contest_tolerance(definition))]
@@ -293,3 +294,60 @@ def test_gate_flag_on_a_gpu_records_evidence_then_packages(repo, monkeypatch):
     assert manifest["results_file"] == "repro/results/nvidia-h200-20260101.json"
     assert (manifest["passed"], manifest["total"], manifest["environment"]["trials"]) == (19, 19, 3)
     assert (repo.root / "dist" / "submission" / "toy_moe" / "evidence" / "manifest.json").exists()
+
+
+# ---- the command a newcomer runs: defaults, stale outputs, --out ------------------------------------------------
+
+def test_submit_without_arguments_packages_submission_toml_from_any_subfolder(repo, monkeypatch):
+    monkeypatch.chdir(repo.root / "solutions" / "toy_moe")  # deep inside the project
+    result = CliRunner().invoke(main, ["submit"])
+    assert result.exit_code == 0, result.output
+    out = repo.root / "dist" / "submission"
+    assert sorted(p.name for p in out.iterdir()) == ["SUBMISSION.md", "packed_solution.json", "toy_attention"]
+    assert (repo.root / "dist" / "submission.tar.gz").is_file()
+    assert not (repo.root / "solutions" / "toy_moe" / "dist").exists()
+
+
+def test_submit_without_arguments_or_submission_toml_says_what_to_do(repo):
+    (repo.root / "submission.toml").unlink()
+    result = CliRunner(env={"FIB_SDK_ROOT": str(repo.root)}).invoke(main, ["submit"])
+    assert result.exit_code == 3
+    assert result.stderr.strip() == (f"error: no SOLUTION_DIRS given and no {repo.root / 'submission.toml'} (a [submit] "
+                                     "solutions = [...] list): name the folders to submit")
+
+
+def test_a_refused_submit_removes_the_previous_submission(repo):
+    runner = CliRunner()
+    assert runner.invoke(main, ["submit", "solutions/toy_attention"]).exit_code == 0
+    dist = repo.root / "dist"
+    assert sorted(p.name for p in dist.iterdir()) == ["submission", "submission.tar.gz", "submission.tar.gz.sha256"]
+    main_py = repo.packages["toy_attention"].source_dir / "main.py"
+    main_py.write_text(main_py.read_text() + "\n# edited after the gate ran\n")
+    bad = runner.invoke(main, ["submit", "solutions/toy_attention"])
+    assert bad.exit_code == 3
+    assert "gate evidence was made for other sources" in bad.stderr and "removed the previous" in bad.stderr
+    assert list(dist.iterdir()) == []  # nothing left that could be taken for a current submission
+
+
+def test_out_writes_only_inside_its_folder(repo):
+    runner = CliRunner()
+    mine = repo.root / "mine"
+    mine.mkdir()
+    beside = repo.root / "mine.tar.gz"
+    beside.write_bytes(b"someone else's archive")
+    (mine / "notes.txt").write_text("keep me")
+    result = runner.invoke(main, ["submit", "solutions/toy_attention", "--out", "mine"])
+    assert result.exit_code == 0, result.output
+    assert beside.read_bytes() == b"someone else's archive"
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt", "submission", "submission.tar.gz",
+                                                      "submission.tar.gz.sha256"]
+    assert (mine / "notes.txt").read_text() == "keep me"
+    # a second run replaces its own outputs; an archive it did not write is refused, and stays
+    assert runner.invoke(main, ["submit", "solutions/toy_attention", "--out", "mine"]).exit_code == 0
+    other = repo.root / "other"
+    other.mkdir()
+    (other / "submission.tar.gz").write_bytes(b"not ours")
+    refused = runner.invoke(main, ["submit", "solutions/toy_attention", "--out", "other"])
+    assert refused.exit_code == 3 and "refusing to replace" in refused.stderr
+    assert sorted(p.name for p in other.iterdir()) == ["submission.tar.gz"]
+    assert (other / "submission.tar.gz").read_bytes() == b"not ours"

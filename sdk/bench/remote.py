@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from .._fib import Solution
-from ..errors import BadInputError
+from ..errors import BadInputError, UnavailableError
 from ..solutions import SolutionPackage
 from .rows import SCHEMA
 from .runner import results_path
@@ -79,7 +79,8 @@ def run_modal(packages: list[SolutionPackage], **settings) -> dict:
     try:
         import modal
     except ImportError:
-        raise BadInputError("--remote modal needs the optional `modal` package: pip install 'fib-contest-sdk[modal]'") from None
+        raise UnavailableError("--remote modal needs the optional `modal` package: python -m pip install -e "
+                               "'.[modal]', then `modal token new` (README, 'Remote bench on Modal')") from None
     payload = build_payload(packages, **settings)
     app = modal.App("fib-sdk-bench")
     image = modal.Image.debian_slim(python_version="3.12").pip_install(*MODAL_IMAGE_PACKAGES).add_local_python_source("sdk")

@@ -12,7 +12,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Callable
 
-from ..errors import BadInputError
+from ..errors import BadInputError, one_line
 from .._fib import Definition
 
 HERE = Path(__file__).parent
@@ -36,8 +36,7 @@ def parse(path: Path) -> Definition:
     try:
         return Definition.model_validate(raw)
     except Exception as exc:  # pydantic.ValidationError, reference syntax errors
-        first = str(exc).strip().splitlines()
-        raise BadInputError(f"{path}: invalid definition ({' '.join(first[:3])})") from None
+        raise BadInputError(f"{path}: invalid definition ({one_line(exc)})") from None
 
 
 def load(name: str) -> Definition:

@@ -177,7 +177,13 @@ def gate_solution(solution: Solution, definition: str, workloads: Iterable[Workl
     workload, where the solution is built."""
     import torch
 
+    from ..errors import BadInputError, UnavailableError
+
+    if trials < 1:
+        raise BadInputError(f"trials must be at least 1 (got {trials}): with none, nothing would be checked")
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise UnavailableError(f"device {device!r} asked for, but CUDA is not available here")
     if device == "cuda":  # one named device: the judge, the worker and the IPC handles must agree on it
         device = f"cuda:{torch.cuda.current_device()}"
     seed = draw_seed() if seed is None else seed

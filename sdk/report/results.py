@@ -10,7 +10,7 @@ from pathlib import Path
 import pydantic
 
 from ..bench import scoring
-from ..bench.rows import READABLE, SCHEMA, validate
+from ..bench.rows import READABLE, SCHEMA, validate  # noqa: F401 - SCHEMA: what submit writes
 from ..errors import BadInputError
 
 ROW_KEYS = ("definition", "solution", "workload", "status")

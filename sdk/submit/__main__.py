@@ -1,5 +1,7 @@
-"""`python -m sdk.submit ...`: the submit command on its own (the same as `fib-sdk submit`)."""
-from .commands import submit
+"""`python -m sdk.submit ...`: the same as `fib-sdk submit ...` (same errors and exit statuses)."""
+import sys
+
+from ..cli import main
 
 if __name__ == "__main__":
-    submit()
+    main(["submit", *sys.argv[1:]], prog_name="python -m sdk.submit")

@@ -69,6 +69,20 @@ def manifest_bytes(manifest: dict) -> bytes:
     return (json.dumps(manifest, indent=2, sort_keys=True, allow_nan=False, default=str) + "\n").encode()
 
 
+def _portable(path: str | Path | None) -> str | None:
+    """A results file as the manifest records it: relative to the project root when it lies under it, so that the
+    committed evidence names the same file on every clone."""
+    if not path:
+        return None
+    from ..paths import project_root
+
+    resolved = Path(path).resolve()
+    try:
+        return resolved.relative_to(project_root()).as_posix()
+    except ValueError:
+        return Path(path).as_posix()
+
+
 def write_evidence(package: SolutionPackage, gate_results: Iterable, env: dict, results_file: str | Path | None,
                    out_root: str | Path) -> Path:
     """Write `<out_root>/<solution name>/{traces.jsonl, manifest.json}` from gate results (objects with
@@ -82,7 +96,7 @@ def write_evidence(package: SolutionPackage, gate_results: Iterable, env: dict, 
         "solution": solution.name, "definition": solution.definition, "solution_hash": solution.hash(),
         "source_sha256": source_digests(package), "spec": solution.spec.model_dump(mode="json"),
         "flashinfer_bench": fib_version(), "environment": dict(env),
-        "results_file": Path(results_file).as_posix() if results_file else None,
+        "results_file": _portable(results_file),
         "passed": sum(r.status == "PASSED" for r in gate_results), "total": len(gate_results),
     }
     _write_atomic(folder / MANIFEST, manifest_bytes(manifest))  # written last: a manifest means the run finished

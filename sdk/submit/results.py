@@ -1,8 +1,8 @@
 """The benchmark results rows (schema "fib-sdk.results/1") that belong to a solution being packaged.
 
 Which file: the ones passed with --results; else the file the gate evidence names (`results_file`); else the
-newest `repro/results/*.json` with rows of the solution. Relative paths are taken from the working directory (the
-repository root, where the commands run). The rows are copied as they are, in a file of the same schema, so
+newest `repro/results/*.json` (under the project root, see `sdk.paths`) with rows of the solution. A relative path
+that the evidence names is taken from the working directory, else from the project root. The rows are copied as they are, in a file of the same schema, so
 `fib-sdk report <kernel>/results.json` renders them.
 """
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import BadInputError
+from ..paths import existing, under_root
 from ..report.results import SCHEMA, load_results
 from ..solutions import SolutionPackage
 
@@ -33,8 +34,10 @@ def files_with(package: SolutionPackage, paths) -> list[Path]:
     return found
 
 
-def newest_with(package: SolutionPackage, folder: Path = DEFAULT_DIR) -> Path | None:
-    """The most recently written results file in `folder` with rows of `package`."""
+def newest_with(package: SolutionPackage, folder: Path | None = None) -> Path | None:
+    """The most recently written results file in `folder` (default repro/results/ under the project root) with
+    rows of `package`."""
+    folder = Path(folder) if folder is not None else under_root(DEFAULT_DIR)
     found = files_with(package, folder.glob("*.json") if folder.is_dir() else [])
     return max(found, key=lambda p: (p.stat().st_mtime, p.name)) if found else None
 
@@ -44,10 +47,10 @@ def choose_files(package: SolutionPackage, manifest: dict, explicit: list[Path])
         return list(explicit)
     named = manifest.get("results_file")
     if named:
-        if not Path(named).is_file():
+        if not existing(named).is_file():
             raise BadInputError(f"{package.name}: the gate evidence names results file {named}, which is missing "
                                 "(restore it or pass --results)")
-        return [Path(named)]
+        return [existing(named)]
     newest = newest_with(package)
     return [newest] if newest else []
 

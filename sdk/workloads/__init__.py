@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from .._fib import Trace, Workload
-from ..errors import BadInputError
+from ..errors import BadInputError, one_line
 
 HERE = Path(__file__).parent
 
@@ -47,8 +47,7 @@ def parse_jsonl(path: Path, definition: str | None = None) -> list[Workload]:
             _check_fields(json.loads(line))
             trace = Trace.model_validate_json(line)
         except Exception as exc:
-            first = str(exc).strip().splitlines()
-            raise BadInputError(f"{path}:{number}: invalid workload line ({' '.join(first[:3])})") from None
+            raise BadInputError(f"{path}:{number}: invalid workload line ({one_line(exc)})") from None
         if definition and trace.definition != definition:
             raise BadInputError(f"{path}:{number}: workload of {trace.definition!r}, expected {definition!r}")
         out.append(trace.workload)
@@ -57,8 +56,11 @@ def parse_jsonl(path: Path, definition: str | None = None) -> list[Workload]:
 
 def load(definition: str) -> tuple[Workload, ...]:
     """The active workload list: the official dataset's when one is active and has it (see sdk.definitions.sources)."""
+    from .. import definitions
     from ..definitions import sources
 
+    if definition not in definitions.names():
+        raise BadInputError(f"unknown definition {definition!r}; known: {', '.join(definitions.names())}")
     items = sources.active(definition).workloads
     if not items:
         raise BadInputError(f"no workloads for definition {definition!r}")
