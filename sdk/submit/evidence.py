@@ -169,6 +169,13 @@ def _parse_traces(path: Path, raw: bytes, name: str) -> list[Trace]:
     return traces
 
 
+def _strict_passed(trace: Trace) -> bool:
+    """The strict verdict the gate recorded beside the contest status (absent in traces of older gates)."""
+    correctness = trace.evaluation.correctness if trace.evaluation else None
+    strict = (correctness.extra or {}).get("strict") if correctness is not None else None
+    return isinstance(strict, dict) and strict.get("passed") is True
+
+
 def _check_traces(package: SolutionPackage, traces: list[Trace], manifest: dict) -> None:
     name, definition = package.name, package.solution.definition
     official = {w.uuid: w for w in wl.load(definition)}
@@ -187,6 +194,10 @@ def _check_traces(package: SolutionPackage, traces: list[Trace], manifest: dict)
         more = f" and {len(failed) - 3} more" if len(failed) > 3 else ""
         raise BadInputError(f"{name}: gate evidence has {len(failed)} non-PASSED workload(s) ({', '.join(failed[:3])}"
                             f"{more}); the contest zeroes a kernel with any failing workload")
+    not_strict = [u[:8] for u, t in seen.items() if not _strict_passed(t)]
+    if not_strict:
+        raise BadInputError(f"{name}: gate evidence is not strict-clean on {len(not_strict)} workload(s) "
+                            f"({', '.join(not_strict[:3])}); re-gate with this SDK's gate (strict verdict)")
     unknown = [u for u in seen if u not in official]
     if unknown:
         raise BadInputError(f"{name}: evidence has workloads that are not official for {definition} "
