@@ -1,0 +1,51 @@
+// Host interface of the wgmma/TMA grouped GEMMs (moe_wgmma.cuh, launched by moe_wgmma_launch.cu). Plain C++ plus
+// the CUDA runtime API, so the torch binding (moe_wgmma_binding.cpp) never goes through nvcc.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+namespace fused_moe {
+namespace wg {
+
+// One grouped GEMM call; all pointers are device memory.
+//   A     [a_rows][k] e4m3, row-major; the rows of group g are offsets[g] .. offsets[g] + counts[g] - 1
+//   sfa   [k / 128][sfa_ld] f32 (sfa_ld >= a_rows, a multiple of 4: TMA needs 16-byte row pitches)
+//   B     [groups][n][k] e4m3 (K-major weights), sfb [groups][n / 128][k / 128] f32
+//   out   [a_rows][ldo]; only the rows of the groups are written
+struct GroupedGemm {
+  const void* a;
+  int a_rows;
+  const float* sfa;
+  int sfa_ld;
+  const void* b;
+  const float* sfb;
+  int groups;  // 1 .. 32
+  int n;
+  int k;       // multiple of 128
+  const int* counts;
+  const int* offsets;
+  void* out;
+  int ldo;                   // elements
+  float* out_scale;          // gemm1: [n / 256][out_scale_ld] per-(row, 128 columns) scales of out
+  int out_scale_ld;
+  const float* row_weight;   // gemm2: [a_rows] or null
+};
+
+// GEMM1: out = e4m3(silu(A W[n/2:]^T) * (A W[:n/2]^T) / scale), out_scale = per-128-column amax / 448; n % 256 == 0.
+cudaError_t gemm1_swiglu_fp8(const GroupedGemm& p, cudaStream_t stream);
+// GEMM2: out = bf16((A W^T) * row_weight[row]); n % 128 == 0.
+cudaError_t gemm2_rowweight_bf16(const GroupedGemm& p, cudaStream_t stream);
+// Plain f32 result (checks the main loop alone); n % 128 == 0.
+cudaError_t gemm_f32(const GroupedGemm& p, cudaStream_t stream);
+
+// xp[r] = x[perm_tok[r]], xps[kb][r] = x_scale[kb][perm_tok[r]] for r < offsets[groups-1] + counts[groups-1].
+cudaError_t gather_rows(const void* x, const float* x_scale, int T, int k, const int* perm_tok, const int* counts,
+                        const int* offsets, int groups, void* xp, float* xps, int xps_ld, cudaStream_t stream);
+
+// "BMxBNxSTAGES" of each GEMM, for reports.
+const char* config_summary();
+
+}  // namespace wg
+}  // namespace fused_moe

@@ -1,0 +1,88 @@
+// Instantiates the wgmma/TMA grouped GEMMs of moe_wgmma.cuh and launches them (CUDA runtime only). Tile
+// parameters are the constants below; a rendered solution would take them from template.toml.
+#include <algorithm>
+#include <cstdio>
+
+#include "moe_wgmma.cuh"
+#include "moe_wgmma_api.h"
+
+namespace fused_moe {
+namespace wg {
+namespace {
+
+// Two consumer warpgroups (BM = 128), BN = 128, 6 stages of 32.5 KB: 197 KB of shared memory, one CTA per SM.
+constexpr int kG1Consumers = 2, kG1BN = 128, kG1Stages = 6;
+constexpr int kG2Consumers = 2, kG2BN = 128, kG2Stages = 6;
+
+int num_sms() {
+  static const int n = [] {
+    int dev = 0, count = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev);
+    return count;
+  }();
+  return n;
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+template <int kConsumers, int kBN, int kStages, Epi kEpi>
+cudaError_t launch(const GroupedGemm& p, cudaStream_t stream) {
+  using C = WgConfig<kConsumers, kBN, kStages, kEpi>;
+  if (p.groups < 1 || p.groups > kMaxGroups || p.k % 128 != 0 || p.n % (C::kSwiGlu ? 256 : kBN) != 0 ||
+      p.sfa_ld % 4 != 0 || p.sfa_ld < p.a_rows || p.a_rows < 1 || !aligned16(p.a) || !aligned16(p.b) ||
+      !aligned16(p.sfa))
+    return cudaErrorInvalidValue;
+  CUtensorMap tm_a, tm_sfa, tm_b;
+  const int k_blocks = p.k / 128;
+  bool ok = sm90::encode_tma_2d(&tm_a, CU_TENSOR_MAP_DATA_TYPE_UINT8, p.a, p.k, p.a_rows, p.k, 128, C::kBM,
+                                CU_TENSOR_MAP_SWIZZLE_128B);
+  ok = ok && sm90::encode_tma_2d(&tm_sfa, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, p.sfa, p.a_rows, k_blocks,
+                                 static_cast<uint64_t>(p.sfa_ld) * 4, C::kBM, 1, CU_TENSOR_MAP_SWIZZLE_NONE);
+  ok = ok && sm90::encode_tma_2d(&tm_b, CU_TENSOR_MAP_DATA_TYPE_UINT8, p.b, p.k,
+                                 static_cast<uint64_t>(p.groups) * p.n, p.k, 128, C::kBoxB,
+                                 CU_TENSOR_MAP_SWIZZLE_128B);
+  if (!ok) return cudaErrorInvalidValue;
+  auto kernel = grouped_gemm_kernel<kConsumers, kBN, kStages, kEpi>;
+  static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
+  if (attr != cudaSuccess) return attr;
+  const GemmArgs args{p.counts, p.offsets, p.groups, p.n, k_blocks, p.sfb, p.out, p.ldo, p.out_scale, p.out_scale_ld,
+                      p.row_weight};
+  kernel<<<num_sms(), C::kThreads, C::kSmem, stream>>>(tm_a, tm_sfa, tm_b, args);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t gemm1_swiglu_fp8(const GroupedGemm& p, cudaStream_t stream) {
+  return launch<kG1Consumers, kG1BN, kG1Stages, Epi::kSwiGluFp8>(p, stream);
+}
+
+cudaError_t gemm2_rowweight_bf16(const GroupedGemm& p, cudaStream_t stream) {
+  return launch<kG2Consumers, kG2BN, kG2Stages, Epi::kBf16RowWeight>(p, stream);
+}
+
+cudaError_t gemm_f32(const GroupedGemm& p, cudaStream_t stream) {
+  return launch<kG2Consumers, kG2BN, kG2Stages, Epi::kF32>(p, stream);
+}
+
+cudaError_t gather_rows(const void* x, const float* x_scale, int T, int k, const int* perm_tok, const int* counts,
+                        const int* offsets, int groups, void* xp, float* xps, int xps_ld, cudaStream_t stream) {
+  if (groups < 1 || k % 128 != 0 || !aligned16(x) || !aligned16(xp)) return cudaErrorInvalidValue;
+  gather_rows_kernel<<<4 * num_sms(), 256, 0, stream>>>(static_cast<const uint8_t*>(x), x_scale, T, perm_tok, counts,
+                                                        offsets, groups, k / 128, static_cast<uint8_t*>(xp), xps,
+                                                        xps_ld);
+  return cudaGetLastError();
+}
+
+const char* config_summary() {
+  static char text[160];
+  std::snprintf(text, sizeof(text), "gemm1 BM=%d BN=%d stages=%d smem=%d; gemm2 BM=%d BN=%d stages=%d smem=%d",
+                64 * kG1Consumers, kG1BN, kG1Stages, WgConfig<kG1Consumers, kG1BN, kG1Stages, Epi::kSwiGluFp8>::kSmem,
+                64 * kG2Consumers, kG2BN, kG2Stages,
+                WgConfig<kG2Consumers, kG2BN, kG2Stages, Epi::kBf16RowWeight>::kSmem);
+  return text;
+}
+
+}  // namespace wg
+}  // namespace fused_moe

@@ -1,0 +1,353 @@
+"""wgmma + TMA FP8 block-scaled grouped GEMMs (templates/fused_moe/moe_wgmma.cuh), not yet wired into the solution.
+
+CPU (needs nvcc): the launch unit compiles for sm_90a with 0 spill bytes, and its SASS holds QGMMA (FP8 wgmma),
+UTMALDG (TMA tile loads), SYNCS (mbarriers) and USETMAXREG (setmaxnreg) in every grouped-GEMM kernel.
+GPU (`gpu` marker, an H200): JIT-builds the kernels, runs them on random FP8 operands with random per-block scales
+at three grouping shapes, compares with float32 torch math on the dequantised operands, prints TFLOP/s (cold L2).
+
+    /work/venv/bin/python -m pytest -s -v tests/test_kernel_fused_moe_wgmma.py
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+MOE_DIR = ROOT / "templates" / "fused_moe"
+COMMON_DIR = ROOT / "templates" / "common"
+LAUNCH = MOE_DIR / "moe_wgmma_launch.cu"
+BINDING = MOE_DIR / "moe_wgmma_binding.cpp"
+HEADERS = [MOE_DIR / "moe_wgmma.cuh", MOE_DIR / "moe_wgmma_api.h", COMMON_DIR / "sm90_ptx.cuh"]
+ARCH = "-gencode=arch=compute_90a,code=sm_90a"
+GEMM_KERNEL = "grouped_gemm_kernel"
+
+H, I, E = 7168, 2048, 32  # hidden, intermediate, local experts
+DEVICE = "cuda"  # a CPU dry run of the test logic (with a torch stand-in for the kernels) may change it
+
+
+# ---- tools -------------------------------------------------------------------------------------------------------
+
+def _tool(name: str) -> str | None:
+    """nvcc / cuobjdump / nvdisasm: $NAME (upper case), PATH, /usr/local/cuda/bin, pip's nvidia/cu13/bin."""
+    found = os.environ.get(name.upper()) or shutil.which(name)
+    if found:
+        return found
+    candidates = [Path("/usr/local/cuda/bin") / name]
+    try:
+        import nvidia  # pip wheels nvidia-cuda-cuobjdump / nvidia-cuda-nvdisasm put binaries under nvidia/cu13/bin
+
+        candidates += [Path(p) / "cu13" / "bin" / name for p in nvidia.__path__]
+    except ImportError:
+        pass
+    return next((str(c) for c in candidates if c.is_file() and os.access(c, os.X_OK)), None)
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    nvcc = _tool("nvcc")
+    if nvcc is None:
+        print("\nSKIP: nvcc not found (PATH, $NVCC, /usr/local/cuda/bin): cannot compile-check the wgmma kernels")
+        pytest.skip("nvcc not found: cannot compile-check the wgmma kernels")
+    obj = tmp_path_factory.mktemp("wgmma") / "moe_wgmma_launch.o"
+    cmd = [nvcc, ARCH, "-std=c++17", "-O3", "-Xptxas", "-v", f"-I{COMMON_DIR}", f"-I{MOE_DIR}", "-c", str(LAUNCH),
+           "-o", str(obj)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return obj, done.stdout + done.stderr
+
+
+def _ptxas_entries(log: str) -> dict[str, dict]:
+    """mangled entry name -> {registers, spill_stores, spill_loads, stack} from `-Xptxas -v`."""
+    entries, current = {}, None
+    for line in log.splitlines():
+        m = re.search(r"Compiling entry function '(\w+)'", line)
+        if m:
+            current = m.group(1)
+            entries[current] = {}
+            continue
+        if current is None:
+            continue
+        m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line)
+        if m:
+            entries[current].update(stack=int(m.group(1)), spill_stores=int(m.group(2)), spill_loads=int(m.group(3)))
+        m = re.search(r"Used (\d+) registers", line)
+        if m:
+            entries[current]["registers"] = int(m.group(1))
+    return entries
+
+
+def test_wgmma_kernels_compile_for_sm90a_without_spills(compiled):
+    _, log = compiled
+    entries = _ptxas_entries(log)
+    print("\nptxas (sm_90a):")
+    for name, info in entries.items():
+        print(f"  {name}: {info}")
+    gemms = [n for n in entries if GEMM_KERNEL in n]
+    assert len(gemms) == 3 and any("gather_rows_kernel" in n for n in entries), list(entries)
+    for name, info in entries.items():
+        assert info.get("spill_stores") == 0 and info.get("spill_loads") == 0 and info.get("stack") == 0, (name, info)
+    assert "warning" not in log.lower(), log  # e.g. ptxas serialising wgmma ("Potential Performance Loss")
+
+
+def test_wgmma_kernels_sass_uses_qgmma_tma_mbarriers_setmaxnreg(compiled):
+    obj, _ = compiled
+    cuobjdump, nvdisasm = _tool("cuobjdump"), _tool("nvdisasm")
+    if cuobjdump is None or nvdisasm is None:
+        reason = ("cuobjdump/nvdisasm not found (PATH, /usr/local/cuda/bin, or pip install nvidia-cuda-cuobjdump "
+                  "nvidia-cuda-nvdisasm): cannot check the SASS")
+        print(f"\nSKIP: {reason}")
+        pytest.skip(reason)
+    env = {**os.environ, "PATH": f"{Path(nvdisasm).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = subprocess.run([cuobjdump, "--dump-sass", str(obj)], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    functions = re.split(r"\n\s*Function : ", done.stdout)[1:]
+    seen = {}
+    for body in functions:
+        name = body.split("\n", 1)[0].strip()
+        ops = {op: len(re.findall(op, body)) for op in ("QGMMA", "UTMALDG", "SYNCS", "USETMAXREG", "HGMMA", "HMMA")}
+        seen[name] = ops
+        print(f"\n{name}: " + ", ".join(f"{k} x{v}" for k, v in ops.items()))
+        qgmma = sorted(set(re.findall(r"QGMMA\.[\w.]+", body)))
+        if qgmma:
+            print("  " + " ".join(qgmma))
+    gemms = {n: ops for n, ops in seen.items() if GEMM_KERNEL in n}
+    assert len(gemms) == 3, list(seen)
+    for name, ops in gemms.items():
+        assert ops["QGMMA"] >= 4 and ops["UTMALDG"] >= 3 and ops["SYNCS"] > 0 and ops["USETMAXREG"] >= 2, (name, ops)
+        assert ops["HMMA"] == 0, (name, ops)  # no mma.sync fallback
+
+
+# ---- GPU ----------------------------------------------------------------------------------------------------------
+
+_EXT = None
+
+
+def _extension():
+    global _EXT
+    if _EXT is None:
+        from torch.utils.cpp_extension import load
+
+        digest = hashlib.sha256()
+        for path in [LAUNCH, BINDING, *HEADERS]:
+            digest.update(path.name.encode() + path.read_bytes())
+        tag = f"moe_wgmma_test_{digest.hexdigest()[:12]}"
+        cache = Path(os.environ.get("FIB_SDK_CACHE", Path.home() / ".cache" / "fib-sdk")) / "jit" / tag
+        cache.mkdir(parents=True, exist_ok=True)
+        flags = ["-O3", "-std=c++17", "-lineinfo", ARCH, f"-I{COMMON_DIR}", f"-I{MOE_DIR}"]
+        _EXT = load(name=tag, sources=[str(LAUNCH), str(BINDING)], extra_cuda_cflags=flags,
+                    extra_cflags=["-O3", "-std=c++17"], extra_include_paths=[str(MOE_DIR), str(COMMON_DIR)],
+                    build_directory=str(cache), verbose=False)
+    return _EXT
+
+
+def _fp8(shape, gen):
+    return torch.randn(shape, generator=gen, device=DEVICE).clamp_(-448, 448).to(torch.float8_e4m3fn)
+
+
+def _scales(shape, gen, lo=0.05, hi=0.15):
+    return torch.rand(shape, generator=gen, device=DEVICE) * (hi - lo) + lo
+
+
+class Problem:
+    """A grouped GEMM: rows of `counts[g]` assignments per group, contiguous in group order, padded rows poisoned."""
+
+    def __init__(self, counts: list[int], k: int, gen):
+        self.counts = counts
+        self.total = sum(counts)
+        self.rows = self.total + 5  # a few rows past the last group: NaN operands that must never leak
+        self.ld = (self.rows + 3) // 4 * 4
+        self.k = k
+        offsets = [0]
+        for c in counts[:-1]:
+            offsets.append(offsets[-1] + c)
+        self.offsets = offsets
+        self.counts_t = torch.tensor(counts, dtype=torch.int32, device=DEVICE)
+        self.offsets_t = torch.tensor(offsets, dtype=torch.int32, device=DEVICE)
+        self.a = _fp8((self.rows, k), gen)
+        self.a.view(torch.uint8)[self.total:] = 0x7F  # e4m3 NaN
+        self.sfa = torch.full((k // 128, self.ld), float("nan"), device=DEVICE)
+        self.sfa[:, : self.total] = _scales((k // 128, self.total), gen)
+
+    def groups(self, limit: int | None = None):
+        """(g, first row, rows) of non-empty groups; with `limit`, the largest, the smallest and a spread."""
+        live = [(g, o, c) for g, (o, c) in enumerate(zip(self.offsets, self.counts)) if c > 0]
+        if limit is None or len(live) <= limit:
+            return live
+        by_size = sorted(live, key=lambda t: t[2])
+        picked = {by_size[0], by_size[-1], *live[:: max(1, len(live) // (limit - 2))][: limit - 2]}
+        return sorted(picked)
+
+    def a_deq(self, o, c):
+        scale = self.sfa[:, o:o + c].t().repeat_interleave(128, dim=1)
+        return self.a[o:o + c].float() * scale
+
+
+def _w_deq(w, sfb, g):
+    return w[g].float() * sfb[g].repeat_interleave(128, dim=0).repeat_interleave(128, dim=1)
+
+
+def _sync():
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+
+
+def _rel_l2(x, ref):
+    return float((x.double() - ref.double()).norm() / ref.double().norm().clamp_min(1e-30))
+
+
+def _cold_time(fn, flush, reps):
+    times = []
+    for _ in range(reps):
+        flush.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    times.sort()
+    return times[len(times) // 2]
+
+
+def _shapes(gen_cpu):
+    uneven = [0, 1, 2, 7, 8, 63, 64, 65, 127, 128, 129, 191, 192, 255, 256, 257, 300, 0, 5, 500, 1000, 17, 33, 99,
+              129, 64, 3, 0, 511, 513, 250, 31]
+    probs = torch.exp(torch.randn(E, generator=gen_cpu) * 0.6)
+    picks = torch.multinomial(probs / probs.sum(), 14107, replacement=True, generator=gen_cpu)
+    t14k = torch.bincount(picks, minlength=E).tolist()
+    return [("1 expert, M=256", [256], None), ("32 experts, uneven (0..1000)", uneven, None),
+            ("32 experts, T=14107-like", t14k, 6)]
+
+
+@pytest.mark.gpu
+def test_wgmma_grouped_gemms_match_fp32_reference_on_gpu():
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("needs a Hopper GPU (sm_90a)")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    ext = _extension()
+    print(f"\nwgmma config: {ext.config()}")
+    _check_all(ext, reps=10)
+
+
+def _check_all(ext, reps):
+    gen = torch.Generator(device=DEVICE).manual_seed(1234)
+    gen_cpu = torch.Generator().manual_seed(1234)
+    w1 = torch.empty((E, 2 * I, H), dtype=torch.float8_e4m3fn, device=DEVICE)
+    w2 = torch.empty((E, H, I), dtype=torch.float8_e4m3fn, device=DEVICE)
+    for g in range(E):
+        w1[g] = _fp8((2 * I, H), gen)
+        w2[g] = _fp8((H, I), gen)
+    s1 = _scales((E, 2 * I // 128, H // 128), gen)
+    s2 = _scales((E, H // 128, I // 128), gen)
+    flush = torch.empty(512 * 1024 * 1024 if DEVICE == "cuda" else 16, dtype=torch.uint8, device=DEVICE)
+    report = []
+
+    for label, counts, limit in _shapes(gen_cpu):
+        groups = len(counts)
+        wa, sa = w1[:groups], s1[:groups]
+        wb, sb = w2[:groups], s2[:groups]
+        p1 = Problem(counts, H, gen)
+        checked = p1.groups(limit)
+
+        # -- main loop alone: f32 out of A @ W1^T
+        out = torch.full((p1.rows, 2 * I), float("nan"), device=DEVICE)
+        ext.gemm(0, p1.a, p1.sfa, wa, sa, p1.counts_t, p1.offsets_t, out)
+        _sync()
+        assert torch.isnan(out[p1.total:]).all(), f"{label}: f32 GEMM wrote rows outside the groups"
+        errs = []
+        g1_ref = {}
+        for g, o, c in checked:
+            ref = p1.a_deq(o, c) @ _w_deq(wa, sa, g).t()
+            g1_ref[g] = ref
+            got = out[o:o + c]
+            assert torch.isfinite(got).all(), f"{label}: f32 GEMM non-finite rows in group {g}"
+            errs.append(_rel_l2(got, ref))
+        print(f"[{label}] f32 GEMM (N=4096, K=7168): worst group rel L2 {max(errs):.2e} over {len(checked)} groups")
+        assert max(errs) < 1e-2, (label, errs)
+
+        # -- GEMM1: SwiGLU + per-128 e4m3 requantisation
+        q = torch.empty((p1.rows, I), dtype=torch.float8_e4m3fn, device=DEVICE)
+        q.view(torch.uint8).fill_(0x7F)
+        q_scale = torch.full((I // 128, p1.ld), float("nan"), device=DEVICE)
+        ext.gemm(2, p1.a, p1.sfa, wa, sa, p1.counts_t, p1.offsets_t, q, q_scale)
+        _sync()
+        assert (q.view(torch.uint8)[p1.total:] == 0x7F).all(), f"{label}: GEMM1 wrote rows outside the groups"
+        worst = {"scale": 0.0, "deq_vs_refq": 0.0, "deq_vs_f32": 0.0, "refq_vs_f32": 0.0}
+        for g, o, c in checked:
+            ref = g1_ref[g]
+            x1, x2 = ref[:, :I], ref[:, I:]
+            act = x2 / (1.0 + torch.exp(-x2)) * x1  # the definition: SiLU gates the second half
+            amax = act.abs().view(c, I // 128, 128).amax(dim=2)
+            ref_scale = amax / 448.0
+            inv = torch.where(amax > 0, 448.0 / amax, torch.zeros_like(amax))
+            ref_q = (act.view(c, I // 128, 128) * inv[:, :, None]).clamp(-448, 448).to(torch.float8_e4m3fn)
+            ref_deq = (ref_q.float() * ref_scale[:, :, None]).view(c, I)
+            codes = q.view(torch.uint8)[o:o + c]
+            assert not ((codes & 0x7F) == 0x7F).any(), f"{label}: NaN codes in GEMM1 output of group {g}"
+            ks = q_scale[:, o:o + c].t()
+            assert torch.isfinite(ks).all(), f"{label}: GEMM1 scales missing in group {g}"
+            deq = (q[o:o + c].float().view(c, I // 128, 128) * ks[:, :, None]).view(c, I)
+            worst["scale"] = max(worst["scale"], float(((ks - ref_scale).abs() / ref_scale.clamp_min(1e-30)).max()))
+            worst["deq_vs_refq"] = max(worst["deq_vs_refq"], _rel_l2(deq, ref_deq))
+            worst["deq_vs_f32"] = max(worst["deq_vs_f32"], _rel_l2(deq, act))
+            worst["refq_vs_f32"] = max(worst["refq_vs_f32"], _rel_l2(ref_deq, act))
+        print(f"[{label}] GEMM1 SwiGLU+fp8: scale rel err {worst['scale']:.1e}, rel L2 vs reference-quantised "
+              f"{worst['deq_vs_refq']:.2e}, vs f32 SwiGLU {worst['deq_vs_f32']:.2e} "
+              f"(reference's own fp8 rounding {worst['refq_vs_f32']:.2e})")
+        assert worst["scale"] < 1e-3 and worst["deq_vs_refq"] < 1e-2, (label, worst)
+        assert worst["deq_vs_f32"] < worst["refq_vs_f32"] * 1.05 + 1e-4, (label, worst)
+
+        # -- GEMM2: bf16 out x routing weight, on independent random fp8 inputs
+        p2 = Problem(counts, I, gen)
+        row_w = torch.rand(p2.rows, generator=gen, device=DEVICE) + 0.5
+        y = torch.full((p2.rows, H), float("nan"), dtype=torch.bfloat16, device=DEVICE)
+        ext.gemm(1, p2.a, p2.sfa, wb, sb, p2.counts_t, p2.offsets_t, y, None, row_w)
+        _sync()
+        assert torch.isnan(y[p2.total:].float()).all(), f"{label}: GEMM2 wrote rows outside the groups"
+        errs = []
+        for g, o, c in p2.groups(limit):
+            ref = (p2.a_deq(o, c) @ _w_deq(wb, sb, g).t()) * row_w[o:o + c, None]
+            got = y[o:o + c].float()
+            assert torch.isfinite(got).all(), f"{label}: GEMM2 non-finite rows in group {g}"
+            errs.append(_rel_l2(got, ref))
+        print(f"[{label}] GEMM2 bf16 x weight (N=7168, K=2048): worst group rel L2 {max(errs):.2e}")
+        assert max(errs) < 1e-2, (label, errs)
+
+        # -- gather: rows of token-ordered x in expert order (exact)
+        T = max(1, p1.total // 2 + 1)
+        x = _fp8((T, H), gen)
+        xs = _scales((H // 128, T), gen)
+        perm = torch.randint(0, T, (p1.total,), generator=gen, device=DEVICE, dtype=torch.int32)
+        xp = torch.empty((p1.rows, H), dtype=torch.float8_e4m3fn, device=DEVICE)
+        xps = torch.full((H // 128, p1.ld), float("nan"), device=DEVICE)
+        ext.gather(x, xs, perm, p1.counts_t, p1.offsets_t, xp, xps)
+        _sync()
+        if p1.total:
+            idx = perm.long()
+            assert torch.equal(xp.view(torch.uint8)[: p1.total], x.view(torch.uint8)[idx]), label
+            assert torch.equal(xps[:, : p1.total], xs[:, idx]), label
+
+        # -- timings (cold L2): useful FLOPs only
+        active = sum(1 for c in counts if c > 0)
+        t_g1 = _cold_time(lambda: ext.gemm(2, p1.a, p1.sfa, wa, sa, p1.counts_t, p1.offsets_t, q, q_scale), flush, reps)
+        t_g2 = _cold_time(lambda: ext.gemm(1, p2.a, p2.sfa, wb, sb, p2.counts_t, p2.offsets_t, y, None, row_w),
+                          flush, reps)
+        t_ga = _cold_time(lambda: ext.gather(x, xs, perm, p1.counts_t, p1.offsets_t, xp, xps), flush, reps)
+        f1, f2 = 2.0 * p1.total * 2 * I * H, 2.0 * p2.total * H * I
+        b1, b2 = active * 2 * I * H, active * H * I
+        report.append(f"[{label}] rows {p1.total}, active experts {active}: "
+                      f"GEMM1 {t_g1 * 1e3:.1f} us ({f1 / t_g1 / 1e9:.0f} TFLOP/s, weights {b1 / t_g1 / 1e6:.2f} TB/s), "
+                      f"GEMM2 {t_g2 * 1e3:.1f} us ({f2 / t_g2 / 1e9:.0f} TFLOP/s, weights {b2 / t_g2 / 1e6:.2f} TB/s), "
+                      f"gather {t_ga * 1e3:.1f} us")
+        del p1, p2, out, q, q_scale, y, x, xp, xps, g1_ref
+
+    print("\ntimings (median of cold-L2 runs, CUDA events):\n" + "\n".join(report))
