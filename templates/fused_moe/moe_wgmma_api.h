@@ -6,6 +6,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "moe_api.h"
+
 namespace fused_moe {
 namespace wg {
 
@@ -43,6 +45,39 @@ cudaError_t gemm_f32(const GroupedGemm& p, cudaStream_t stream);
 // xp[r] = x[perm_tok[r]], xps[kb][r] = x_scale[kb][perm_tok[r]] for r < offsets[groups-1] + counts[groups-1].
 cudaError_t gather_rows(const void* x, const float* x_scale, int T, int k, const int* perm_tok, const int* counts,
                         const int* offsets, int groups, void* xp, float* xps, int xps_ld, cudaStream_t stream);
+
+// Workspace of moe_forward (byte offsets into one buffer; everything is rewritten by every call before it is
+// read). Capacity = 8 T assignment rows (every pick local): no count ever goes back to the host.
+struct MoeWorkspace {
+  size_t meta, mask, local_w, perm_tok, perm_w, slot_of, xp, xps, inter, inter_s, ypart, bytes;
+  int64_t capacity;
+  int ld;  // row pitch of the MN-major scale arrays (capacity rounded up to 4)
+  explicit MoeWorkspace(int64_t T) : capacity(T * kMaxLocalPerToken), ld(static_cast<int>((capacity + 3) / 4 * 4)) {
+    size_t at = 0;
+    auto take = [&at](int64_t n) {
+      const size_t here = at;
+      at += (static_cast<size_t>(n) + 255) / 256 * 256;
+      return here;
+    };
+    meta = take(sizeof(MoeMeta));
+    mask = take(T * 4);
+    local_w = take(T * kLocalExperts * 4);
+    perm_tok = take(capacity * 4);
+    perm_w = take(capacity * 4);
+    slot_of = take(capacity * 4);
+    xp = take(capacity * kHidden);                       // e4m3 activations in expert order
+    xps = take(static_cast<int64_t>(kHiddenBlocks) * ld * 4);
+    inter = take(capacity * kInter);                     // e4m3 SwiGLU output
+    inter_s = take(static_cast<int64_t>(kInterBlocks) * ld * 4);
+    ypart = take(capacity * kHidden * 2);                // bf16 routing-weighted GEMM2 rows
+    bytes = at;
+  }
+};
+
+// The whole MoE on the wgmma path: route -> permute -> gather -> GEMM1 (SwiGLU, e4m3) -> GEMM2 (bf16 x weight)
+// -> deterministic combine; 6 launches, no host synchronisation. a.workspace holds MoeWorkspace(a.T).bytes;
+// a.large is ignored.
+cudaError_t moe_forward(const LaunchArgs& a, cudaStream_t stream);
 
 // "BMxBNxSTAGES" of each GEMM, for reports.
 const char* config_summary();

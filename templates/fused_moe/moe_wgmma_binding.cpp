@@ -5,6 +5,8 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include <vector>
+
 #include "moe_wgmma_api.h"
 
 namespace {
@@ -85,6 +87,38 @@ void gather(torch::Tensor x, torch::Tensor x_scale, torch::Tensor perm_tok, torc
                                             c10::cuda::getCurrentCUDAStream()));
 }
 
+// The whole MoE on the wgmma path (destination-passing, like the solution's forward); one workspace allocation.
+void forward(torch::Tensor logits, torch::Tensor bias, torch::Tensor x, torch::Tensor x_scale, torch::Tensor w1,
+             torch::Tensor w1_scale, torch::Tensor w2, torch::Tensor w2_scale, int64_t local_offset, double scaling,
+             torch::Tensor out) {
+  using namespace fused_moe;
+  const int64_t T = x.size(0);
+  auto check = [](const torch::Tensor& t, at::ScalarType type, std::vector<int64_t> shape, const char* name) {
+    TORCH_CHECK(t.is_cuda() && t.scalar_type() == type && t.sizes() == c10::IntArrayRef(shape) && t.is_contiguous(),
+                name, ": expected a contiguous CUDA tensor of dtype ", type, " and shape ", shape, ", got ",
+                t.scalar_type(), " ", t.sizes());
+  };
+  check(logits, at::kFloat, {T, kNumExperts}, "routing_logits");
+  check(bias, at::kBFloat16, {kNumExperts}, "routing_bias");
+  check(x, at::kFloat8_e4m3fn, {T, kHidden}, "hidden_states");
+  check(x_scale, at::kFloat, {kHiddenBlocks, T}, "hidden_states_scale");
+  check(w1, at::kFloat8_e4m3fn, {kLocalExperts, kGemm1Out, kHidden}, "gemm1_weights");
+  check(w1_scale, at::kFloat, {kLocalExperts, kGemm1OutBlocks, kHiddenBlocks}, "gemm1_weights_scale");
+  check(w2, at::kFloat8_e4m3fn, {kLocalExperts, kHidden, kInter}, "gemm2_weights");
+  check(w2_scale, at::kFloat, {kLocalExperts, kHiddenBlocks, kInterBlocks}, "gemm2_weights_scale");
+  check(out, at::kBFloat16, {T, kHidden}, "output");
+  TORCH_CHECK(T < (1 << 24), "seq_len too large for int32 slot arithmetic");
+  if (T == 0) return;
+  const c10::cuda::CUDAGuard guard(x.device());
+  const wg::MoeWorkspace layout(T);
+  torch::Tensor ws = torch::empty({static_cast<int64_t>(layout.bytes)}, x.options().dtype(torch::kUInt8));
+  LaunchArgs args{logits.data_ptr<float>(), bias.data_ptr(), x.data_ptr(), x_scale.data_ptr<float>(),
+                  w1.data_ptr(), w1_scale.data_ptr<float>(), w2.data_ptr(), w2_scale.data_ptr<float>(),
+                  static_cast<int>(local_offset), static_cast<float>(scaling), out.data_ptr(), static_cast<int>(T),
+                  true, ws.data_ptr<uint8_t>()};
+  C10_CUDA_CHECK(wg::moe_forward(args, c10::cuda::getCurrentCUDAStream()));
+}
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -92,5 +126,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("kind"), py::arg("a"), py::arg("sfa"), py::arg("b"), py::arg("sfb"), py::arg("counts"),
         py::arg("offsets"), py::arg("out"), py::arg("out_scale") = py::none(), py::arg("row_weight") = py::none());
   m.def("gather", &gather, "rows of x (and their scales) in expert order");
+  m.def("forward", &forward, "DeepSeek-V3 FP8 block-scale MoE on the wgmma path (32 local experts), destination-passing");
   m.def("config", []() { return std::string(fused_moe::wg::config_summary()); });
 }

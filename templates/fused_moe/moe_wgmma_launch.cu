@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "moe_common.cuh"
+#include "moe_routing.cuh"
+#include "moe_gemm_large.cuh"  // combine_kernel
 #include "moe_wgmma.cuh"
 #include "moe_wgmma_api.h"
 
@@ -72,6 +75,43 @@ cudaError_t gather_rows(const void* x, const float* x_scale, int T, int k, const
   gather_rows_kernel<<<4 * num_sms(), 256, 0, stream>>>(static_cast<const uint8_t*>(x), x_scale, T, perm_tok, counts,
                                                         offsets, groups, k / 128, static_cast<uint8_t*>(xp), xps,
                                                         xps_ld);
+  return cudaGetLastError();
+}
+
+cudaError_t moe_forward(const LaunchArgs& a, cudaStream_t stream) {
+  if (a.T < 1) return cudaSuccess;
+  const MoeWorkspace ws(a.T);
+  unsigned char* base = a.workspace;
+  auto* meta = reinterpret_cast<MoeMeta*>(base + ws.meta);
+  auto* mask = reinterpret_cast<uint32_t*>(base + ws.mask);
+  auto* local_w = reinterpret_cast<float*>(base + ws.local_w);
+  auto* perm_tok = reinterpret_cast<int*>(base + ws.perm_tok);
+  auto* perm_w = reinterpret_cast<float*>(base + ws.perm_w);
+  auto* slot_of = reinterpret_cast<int*>(base + ws.slot_of);
+  auto* xp = base + ws.xp;
+  auto* xps = reinterpret_cast<float*>(base + ws.xps);
+  auto* inter = base + ws.inter;
+  auto* inter_s = reinterpret_cast<float*>(base + ws.inter_s);
+  auto* ypart = reinterpret_cast<__nv_bfloat16*>(base + ws.ypart);
+  const int cap = static_cast<int>(ws.capacity);
+
+  constexpr int kRouteWarps = 8, kPermuteChunk = 8192;
+  const RouteArgs route{a.logits, static_cast<const __nv_bfloat16*>(a.bias), a.T, a.local_offset, a.scaling};
+  route_kernel<kRouteWarps><<<(a.T + kRouteWarps - 1) / kRouteWarps, kRouteWarps * 32, 0, stream>>>(route, mask,
+                                                                                                     local_w);
+  permute_kernel<kPermuteChunk><<<1, 1024, 0, stream>>>(mask, local_w, a.T, PermOut{meta, perm_tok, perm_w, slot_of});
+  cudaError_t err = gather_rows(a.x, a.x_scale, a.T, kHidden, perm_tok, meta->counts, meta->offsets, kLocalExperts,
+                                xp, xps, ws.ld, stream);
+  if (err != cudaSuccess) return err;
+  const GroupedGemm g1{xp,    cap,        xps,        ws.ld,  a.w1,  a.w1_scale, kLocalExperts, kGemm1Out, kHidden,
+                       meta->counts, meta->offsets, inter, kInter, inter_s, ws.ld, nullptr};
+  if ((err = gemm1_swiglu_fp8(g1, stream)) != cudaSuccess) return err;
+  const GroupedGemm g2{inter, cap,        inter_s,    ws.ld,  a.w2,  a.w2_scale, kLocalExperts, kHidden,   kInter,
+                       meta->counts, meta->offsets, ypart, kHidden, nullptr, 0, perm_w};
+  if ((err = gemm2_rowweight_bf16(g2, stream)) != cudaSuccess) return err;
+  const LargeArgs comb{static_cast<const uint8_t*>(a.x), a.x_scale, nullptr, nullptr, nullptr, nullptr, meta,
+                       perm_tok, perm_w, slot_of, mask, nullptr, ypart, static_cast<__nv_bfloat16*>(a.out), a.T};
+  combine_kernel<<<std::min(a.T, 16 * num_sms()), 128, 0, stream>>>(comb);
   return cudaGetLastError();
 }
 
