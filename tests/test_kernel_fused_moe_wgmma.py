@@ -90,7 +90,7 @@ def test_wgmma_kernels_compile_for_sm90a_without_spills(compiled):
     for name, info in entries.items():
         print(f"  {name}: {info}")
     gemms = [n for n in entries if GEMM_KERNEL in n]
-    assert len(gemms) == 3 and any("gather_rows_kernel" in n for n in entries), list(entries)
+    assert len(gemms) == 6 and any("gather_rows_kernel" in n for n in entries), list(entries)
     for name, info in entries.items():
         assert info.get("spill_stores") == 0 and info.get("spill_loads") == 0 and info.get("stack") == 0, (name, info)
     assert "warning" not in log.lower(), log  # e.g. ptxas serialising wgmma ("Potential Performance Loss")
@@ -118,9 +118,11 @@ def test_wgmma_kernels_sass_uses_qgmma_tma_mbarriers_setmaxnreg(compiled):
         if qgmma:
             print("  " + " ".join(qgmma))
     gemms = {n: ops for n, ops in seen.items() if GEMM_KERNEL in n}
-    assert len(gemms) == 3, list(seen)
+    assert len(gemms) == 6, list(seen)
     for name, ops in gemms.items():
-        assert ops["QGMMA"] >= 4 and ops["UTMALDG"] >= 3 and ops["SYNCS"] > 0 and ops["USETMAXREG"] >= 2, (name, ops)
+        assert ops["QGMMA"] >= 4 and ops["UTMALDG"] >= 3 and ops["SYNCS"] > 0, (name, ops)
+        two_consumers = "kernelILi2E" in name  # BM = 128: the producer/consumer register split
+        assert (ops["USETMAXREG"] >= 2) == two_consumers, (name, ops)
         assert ops["HMMA"] == 0, (name, ops)  # no mma.sync fallback
 
 
@@ -239,6 +241,9 @@ def test_wgmma_grouped_gemms_match_fp32_reference_on_gpu():
     _check_end_to_end(ext, seq_lens=(1, 57, 901, 14107), reps=5)
 
 
+TILES = {0: "BM=128", 1: "BM=64"}
+
+
 def _check_all(ext, reps):
     gen = torch.Generator(device=DEVICE).manual_seed(1234)
     gen_cpu = torch.Generator().manual_seed(1234)
@@ -256,72 +261,87 @@ def _check_all(ext, reps):
         groups = len(counts)
         wa, sa = w1[:groups], s1[:groups]
         wb, sb = w2[:groups], s2[:groups]
-        p1 = Problem(counts, H, gen)
+        p1, p2 = Problem(counts, H, gen), Problem(counts, I, gen)
         checked = p1.groups(limit)
-
-        # -- main loop alone: f32 out of A @ W1^T
-        out = torch.full((p1.rows, 2 * I), float("nan"), device=DEVICE)
-        ext.gemm(0, p1.a, p1.sfa, wa, sa, p1.counts_t, p1.offsets_t, out)
-        _sync()
-        assert torch.isnan(out[p1.total:]).all(), f"{label}: f32 GEMM wrote rows outside the groups"
-        errs = []
-        g1_ref = {}
+        row_w = torch.rand(p2.rows, generator=gen, device=DEVICE) + 0.5
+        # fp32 references on the dequantised operands (computed once, shared by the tile configurations)
+        g1_ref = {g: p1.a_deq(o, c) @ _w_deq(wa, sa, g).t() for g, o, c in checked}
+        g2_ref = {g: (p2.a_deq(o, c) @ _w_deq(wb, sb, g).t()) * row_w[o:o + c, None] for g, o, c in checked}
+        act_ref = {}
         for g, o, c in checked:
-            ref = p1.a_deq(o, c) @ _w_deq(wa, sa, g).t()
-            g1_ref[g] = ref
-            got = out[o:o + c]
-            assert torch.isfinite(got).all(), f"{label}: f32 GEMM non-finite rows in group {g}"
-            errs.append(_rel_l2(got, ref))
-        print(f"[{label}] f32 GEMM (N=4096, K=7168): worst group rel L2 {max(errs):.2e} over {len(checked)} groups")
-        assert max(errs) < 1e-2, (label, errs)
-
-        # -- GEMM1: SwiGLU + per-128 e4m3 requantisation
-        q = torch.empty((p1.rows, I), dtype=torch.float8_e4m3fn, device=DEVICE)
-        q.view(torch.uint8).fill_(0x7F)
-        q_scale = torch.full((I // 128, p1.ld), float("nan"), device=DEVICE)
-        ext.gemm(2, p1.a, p1.sfa, wa, sa, p1.counts_t, p1.offsets_t, q, q_scale)
-        _sync()
-        assert (q.view(torch.uint8)[p1.total:] == 0x7F).all(), f"{label}: GEMM1 wrote rows outside the groups"
-        worst = {"scale": 0.0, "deq_vs_refq": 0.0, "deq_vs_f32": 0.0, "refq_vs_f32": 0.0}
-        for g, o, c in checked:
-            ref = g1_ref[g]
-            x1, x2 = ref[:, :I], ref[:, I:]
+            x1, x2 = g1_ref[g][:, :I], g1_ref[g][:, I:]
             act = x2 / (1.0 + torch.exp(-x2)) * x1  # the definition: SiLU gates the second half
             amax = act.abs().view(c, I // 128, 128).amax(dim=2)
-            ref_scale = amax / 448.0
             inv = torch.where(amax > 0, 448.0 / amax, torch.zeros_like(amax))
             ref_q = (act.view(c, I // 128, 128) * inv[:, :, None]).clamp(-448, 448).to(torch.float8_e4m3fn)
-            ref_deq = (ref_q.float() * ref_scale[:, :, None]).view(c, I)
-            codes = q.view(torch.uint8)[o:o + c]
-            assert not ((codes & 0x7F) == 0x7F).any(), f"{label}: NaN codes in GEMM1 output of group {g}"
-            ks = q_scale[:, o:o + c].t()
-            assert torch.isfinite(ks).all(), f"{label}: GEMM1 scales missing in group {g}"
-            deq = (q[o:o + c].float().view(c, I // 128, 128) * ks[:, :, None]).view(c, I)
-            worst["scale"] = max(worst["scale"], float(((ks - ref_scale).abs() / ref_scale.clamp_min(1e-30)).max()))
-            worst["deq_vs_refq"] = max(worst["deq_vs_refq"], _rel_l2(deq, ref_deq))
-            worst["deq_vs_f32"] = max(worst["deq_vs_f32"], _rel_l2(deq, act))
-            worst["refq_vs_f32"] = max(worst["refq_vs_f32"], _rel_l2(ref_deq, act))
-        print(f"[{label}] GEMM1 SwiGLU+fp8: scale rel err {worst['scale']:.1e}, rel L2 vs reference-quantised "
-              f"{worst['deq_vs_refq']:.2e}, vs f32 SwiGLU {worst['deq_vs_f32']:.2e} "
-              f"(reference's own fp8 rounding {worst['refq_vs_f32']:.2e})")
-        assert worst["scale"] < 1e-3 and worst["deq_vs_refq"] < 1e-2, (label, worst)
-        assert worst["deq_vs_f32"] < worst["refq_vs_f32"] * 1.05 + 1e-4, (label, worst)
+            act_ref[g] = (act, amax / 448.0, (ref_q.float() * (amax / 448.0)[:, :, None]).view(c, I))
 
-        # -- GEMM2: bf16 out x routing weight, on independent random fp8 inputs
-        p2 = Problem(counts, I, gen)
-        row_w = torch.rand(p2.rows, generator=gen, device=DEVICE) + 0.5
-        y = torch.full((p2.rows, H), float("nan"), dtype=torch.bfloat16, device=DEVICE)
-        ext.gemm(1, p2.a, p2.sfa, wb, sb, p2.counts_t, p2.offsets_t, y, None, row_w)
-        _sync()
-        assert torch.isnan(y[p2.total:].float()).all(), f"{label}: GEMM2 wrote rows outside the groups"
-        errs = []
-        for g, o, c in p2.groups(limit):
-            ref = (p2.a_deq(o, c) @ _w_deq(wb, sb, g).t()) * row_w[o:o + c, None]
-            got = y[o:o + c].float()
-            assert torch.isfinite(got).all(), f"{label}: GEMM2 non-finite rows in group {g}"
-            errs.append(_rel_l2(got, ref))
-        print(f"[{label}] GEMM2 bf16 x weight (N=7168, K=2048): worst group rel L2 {max(errs):.2e}")
-        assert max(errs) < 1e-2, (label, errs)
+        for tile, tile_name in TILES.items():
+            tag = f"[{label}, {tile_name}]"
+            # -- main loop alone: f32 out of A @ W1^T
+            out = torch.full((p1.rows, 2 * I), float("nan"), device=DEVICE)
+            ext.gemm(0, p1.a, p1.sfa, wa, sa, p1.counts_t, p1.offsets_t, out, tile=tile)
+            _sync()
+            assert torch.isnan(out[p1.total:]).all(), f"{tag} f32 GEMM wrote rows outside the groups"
+            errs = []
+            for g, o, c in checked:
+                got = out[o:o + c]
+                assert torch.isfinite(got).all(), f"{tag} f32 GEMM: non-finite rows in group {g}"
+                errs.append(_rel_l2(got, g1_ref[g]))
+            print(f"{tag} f32 GEMM (N=4096, K=7168): worst group rel L2 {max(errs):.2e} over {len(checked)} groups")
+            assert max(errs) < 1e-2, (tag, errs)
+
+            # -- GEMM1: SwiGLU + per-128 e4m3 requantisation
+            q = torch.empty((p1.rows, I), dtype=torch.float8_e4m3fn, device=DEVICE)
+            q.view(torch.uint8).fill_(0x7F)  # e4m3 NaN
+            q_scale = torch.full((I // 128, p1.ld), float("nan"), device=DEVICE)
+            ext.gemm(2, p1.a, p1.sfa, wa, sa, p1.counts_t, p1.offsets_t, q, q_scale, tile=tile)
+            _sync()
+            assert (q.view(torch.uint8)[p1.total:] == 0x7F).all(), f"{tag} GEMM1 wrote rows outside the groups"
+            worst = {"scale": 0.0, "deq_vs_refq": 0.0, "deq_vs_f32": 0.0, "refq_vs_f32": 0.0}
+            for g, o, c in checked:
+                act, ref_scale, ref_deq = act_ref[g]
+                codes = q.view(torch.uint8)[o:o + c]
+                assert not ((codes & 0x7F) == 0x7F).any(), f"{tag} NaN codes in GEMM1 output of group {g}"
+                ks = q_scale[:, o:o + c].t()
+                assert torch.isfinite(ks).all(), f"{tag} GEMM1 scales missing in group {g}"
+                deq = (q[o:o + c].float().view(c, I // 128, 128) * ks[:, :, None]).view(c, I)
+                rel = ((ks - ref_scale).abs() / ref_scale.clamp_min(1e-30)).max()
+                worst["scale"] = max(worst["scale"], float(rel))
+                worst["deq_vs_refq"] = max(worst["deq_vs_refq"], _rel_l2(deq, ref_deq))
+                worst["deq_vs_f32"] = max(worst["deq_vs_f32"], _rel_l2(deq, act))
+                worst["refq_vs_f32"] = max(worst["refq_vs_f32"], _rel_l2(ref_deq, act))
+            print(f"{tag} GEMM1 SwiGLU+fp8: scale rel err {worst['scale']:.1e}, rel L2 vs reference-quantised "
+                  f"{worst['deq_vs_refq']:.2e}, vs f32 SwiGLU {worst['deq_vs_f32']:.2e} "
+                  f"(reference's own fp8 rounding {worst['refq_vs_f32']:.2e})")
+            assert worst["scale"] < 1e-3 and worst["deq_vs_refq"] < 1e-2, (tag, worst)
+            assert worst["deq_vs_f32"] < worst["refq_vs_f32"] * 1.05 + 1e-4, (tag, worst)
+
+            # -- GEMM2: bf16 out x routing weight, on independent random fp8 inputs
+            y = torch.full((p2.rows, H), float("nan"), dtype=torch.bfloat16, device=DEVICE)
+            ext.gemm(1, p2.a, p2.sfa, wb, sb, p2.counts_t, p2.offsets_t, y, None, row_w, tile=tile)
+            _sync()
+            assert torch.isnan(y[p2.total:].float()).all(), f"{tag} GEMM2 wrote rows outside the groups"
+            errs = []
+            for g, o, c in checked:
+                got = y[o:o + c].float()
+                assert torch.isfinite(got).all(), f"{tag} GEMM2: non-finite rows in group {g}"
+                errs.append(_rel_l2(got, g2_ref[g]))
+            print(f"{tag} GEMM2 bf16 x weight (N=7168, K=2048): worst group rel L2 {max(errs):.2e}")
+            assert max(errs) < 1e-2, (tag, errs)
+
+            # -- timings (cold L2): useful FLOPs only; weight bytes of the active experts
+            active = sum(1 for c in counts if c > 0)
+            t_g1 = _cold_time(lambda: ext.gemm(2, p1.a, p1.sfa, wa, sa, p1.counts_t, p1.offsets_t, q, q_scale,
+                                               tile=tile), flush, reps)
+            t_g2 = _cold_time(lambda: ext.gemm(1, p2.a, p2.sfa, wb, sb, p2.counts_t, p2.offsets_t, y, None, row_w,
+                                               tile=tile), flush, reps)
+            f1, f2 = 2.0 * p1.total * 2 * I * H, 2.0 * p2.total * H * I
+            b1, b2 = active * 2 * I * H, active * H * I
+            report.append(f"{tag} rows {p1.total}, active experts {active}: "
+                          f"GEMM1 {t_g1 * 1e3:.1f} us ({f1 / t_g1 / 1e9:.0f} TFLOP/s, weights {b1 / t_g1 / 1e6:.2f} "
+                          f"TB/s), GEMM2 {t_g2 * 1e3:.1f} us ({f2 / t_g2 / 1e9:.0f} TFLOP/s, weights "
+                          f"{b2 / t_g2 / 1e6:.2f} TB/s)")
 
         # -- gather: rows of token-ordered x in expert order (exact)
         T = max(1, p1.total // 2 + 1)
@@ -332,23 +352,11 @@ def _check_all(ext, reps):
         xps = torch.full((H // 128, p1.ld), float("nan"), device=DEVICE)
         ext.gather(x, xs, perm, p1.counts_t, p1.offsets_t, xp, xps)
         _sync()
-        if p1.total:
-            idx = perm.long()
-            assert torch.equal(xp.view(torch.uint8)[: p1.total], x.view(torch.uint8)[idx]), label
-            assert torch.equal(xps[:, : p1.total], xs[:, idx]), label
-
-        # -- timings (cold L2): useful FLOPs only
-        active = sum(1 for c in counts if c > 0)
-        t_g1 = _cold_time(lambda: ext.gemm(2, p1.a, p1.sfa, wa, sa, p1.counts_t, p1.offsets_t, q, q_scale), flush, reps)
-        t_g2 = _cold_time(lambda: ext.gemm(1, p2.a, p2.sfa, wb, sb, p2.counts_t, p2.offsets_t, y, None, row_w),
-                          flush, reps)
+        idx = perm.long()
+        assert torch.equal(xp.view(torch.uint8)[: p1.total], x.view(torch.uint8)[idx]), label
+        assert torch.equal(xps[:, : p1.total], xs[:, idx]), label
         t_ga = _cold_time(lambda: ext.gather(x, xs, perm, p1.counts_t, p1.offsets_t, xp, xps), flush, reps)
-        f1, f2 = 2.0 * p1.total * 2 * I * H, 2.0 * p2.total * H * I
-        b1, b2 = active * 2 * I * H, active * H * I
-        report.append(f"[{label}] rows {p1.total}, active experts {active}: "
-                      f"GEMM1 {t_g1 * 1e3:.1f} us ({f1 / t_g1 / 1e9:.0f} TFLOP/s, weights {b1 / t_g1 / 1e6:.2f} TB/s), "
-                      f"GEMM2 {t_g2 * 1e3:.1f} us ({f2 / t_g2 / 1e9:.0f} TFLOP/s, weights {b2 / t_g2 / 1e6:.2f} TB/s), "
-                      f"gather {t_ga * 1e3:.1f} us")
+        report.append(f"[{label}] gather of {p1.total} rows: {t_ga * 1e3:.1f} us")
 
     print("\ntimings (median of cold-L2 runs, CUDA events):\n" + "\n".join(report))
 
@@ -380,22 +388,26 @@ def _check_end_to_end(ext, seq_lens, reps, solution_fn=None):
         vals = list(args.values())
         ref = reference(*vals)
         out = torch.full((seq, H), float("nan"), dtype=torch.bfloat16, device=DEVICE)
-        def call(vals=vals, out=out):
-            ext.forward(*vals[:8], _scalar(vals[8], int), _scalar(vals[9], float), out)
+        line = f"T={seq}:"
+        for tile, tile_name in TILES.items():
+            out.fill_(float("nan"))
 
-        call()
-        _sync()
-        assert torch.isfinite(out.float()).all(), f"T={seq}: non-finite output"
-        stats = error_stats(out, ref, tol)
-        line = (f"T={seq}: rel L2 {stats['rel_l2']:.2e}, matched {stats['matched_ratio']:.4f} "
-                f"(contest needs {tol.required_matched_ratio}), max abs {stats['max_abs']:.3g}")
-        assert stats["matched_ratio"] >= tol.required_matched_ratio and stats["rel_l2"] < 5e-2, line
-        t_new = _cold_time(call, flush, reps)
-        line += f"; wgmma path {t_new * 1e3:.1f} us"
+            def call(vals=vals, out=out, tile=tile):
+                ext.forward(*vals[:8], _scalar(vals[8], int), _scalar(vals[9], float), out, tile=tile)
+
+            call()
+            _sync()
+            assert torch.isfinite(out.float()).all(), f"T={seq}, {tile_name}: non-finite output"
+            stats = error_stats(out, ref, tol)
+            part = (f" [{tile_name}] rel L2 {stats['rel_l2']:.2e}, matched {stats['matched_ratio']:.4f} (contest needs "
+                    f"{tol.required_matched_ratio}), max abs {stats['max_abs']:.3g}")
+            assert stats["matched_ratio"] >= tol.required_matched_ratio and stats["rel_l2"] < 5e-2, line + part
+            t_new = _cold_time(call, flush, reps)
+            line += part + f", {t_new * 1e3:.1f} us;"
         if solution_fn is not None:
             sol_out = torch.empty_like(out)
             t_old = _cold_time(lambda: solution_fn(*vals, sol_out), flush, reps)
-            line += f", current solution {t_old * 1e3:.1f} us"
+            line += f" current solution {t_old * 1e3:.1f} us"
         print(f"[end to end] {line}")
         lines.append(line)
     print("\nend to end (median of cold-L2 runs):\n" + "\n".join(lines))

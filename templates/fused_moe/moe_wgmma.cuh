@@ -9,11 +9,12 @@
 //  * Persistent CTAs; "units" = (group, m-tile of BM = 64 x consumers rows, n-unit) numbered group-major, then
 //    n-unit, m-tile fastest, so the CTAs running at once share one expert's weight tiles and activation rows in
 //    L2. Every CTA builds the same unit table from counts/offsets in shared memory (no host synchronisation).
-//  * One producer warpgroup (registers dropped to 40 with setmaxnreg; one thread issues everything): per 128-wide
-//    K block a TMA box of A (BM x 128 B), of B (BN x 128 B, 128-byte swizzle) and of scale_a (BM f32) into one
-//    stage of a STAGES-deep ring, completing that stage's "full" mbarrier by transaction bytes.
-//  * Consumer warpgroups (registers raised with setmaxnreg), each owning 64 rows of the tile: wait "full", read
-//    the two scale_a values of its rows, issue 4 x wgmma m64nBNk32 (fresh partial sum), wait for them, release
+//  * One producer warpgroup (one thread issues everything; with two consumers, setmaxnreg drops it to 40 registers
+//    and raises the consumers to 232): per 128-wide K block a TMA box of A (BM x 128 B), of B (BN x 128 B; both
+//    128-byte swizzle) and of scale_a (BM f32) into one stage of a STAGES-deep ring, completing that stage's
+//    "full" mbarrier by transaction bytes.
+//  * Consumer warpgroups (1 or 2), each owning 64 rows of the tile: wait "full", read the two scale_a values of
+//    its rows, issue 4 x wgmma m64nBNk32 (fresh partial sum), wait for them, release
 //    the stage ("empty": one arrival per consumer warp), then promote: acc += partial * scale_a * scale_b. The
 //    promotion per K block (a second f32 accumulator) is what production FP8 block-scale kernels do: the scales
 //    change every 128 of K, and the tensor core's own f32 accumulation of FP8 products is not full fp32.
@@ -82,8 +83,12 @@ struct WgConfig {
   static constexpr int kOffBar = kOffSfa + kStages * kSfaPitch;  // full[kStages], empty[kStages] (8 B each)
   static constexpr int kOffTable = kOffBar + 2 * kStages * 8;   // int before[33], count[32], offset[32]
   static constexpr int kSmem = kOffTable + 97 * 4 + 1024;      // + slack to align the dynamic base to 1024
+  // Two consumer warpgroups need more than the 168 registers a 384-thread launch gives each thread: the producer
+  // drops to 40 and the consumers rise to 232 (2 x 128 x 232 + 128 x 40 = 64512 <= 65536). With one consumer
+  // warpgroup the launch already allows 255 per thread, so there is nothing to move.
+  static constexpr bool kRegSplit = kConsumers == 2;
   static constexpr int kProducerRegs = 40;
-  static constexpr int kConsumerRegs = kConsumers == 1 ? 240 : 232;
+  static constexpr int kConsumerRegs = 232;
   static constexpr int kAcc = kBN / 2;  // f32 accumulators per consumer thread (m64 x kBN per warpgroup)
 
   static_assert(kConsumers == 1 || kConsumers == 2, "one or two consumer warpgroups");
@@ -170,7 +175,7 @@ __global__ void __launch_bounds__(128 * (kConsumers + 1), 1)
 
   if (wgi == kConsumers) {
     // ---------------------------------------------------------------- producer
-    sm90::setmaxnreg_dec<C::kProducerRegs>();
+    if constexpr (C::kRegSplit) sm90::setmaxnreg_dec<C::kProducerRegs>();
     if (tid != kConsumers * 128) return;
     uint32_t stage = 0, phase = 0;
 #pragma unroll 1
@@ -198,7 +203,7 @@ __global__ void __launch_bounds__(128 * (kConsumers + 1), 1)
   }
 
   // ------------------------------------------------------------------ consumers
-  sm90::setmaxnreg_inc<C::kConsumerRegs>();
+  if constexpr (C::kRegSplit) sm90::setmaxnreg_inc<C::kConsumerRegs>();
   const int warp = (tid / 32) % 4, lane = tid % 32, quad = lane % 4;
   const int my_row = wgi * 64 + warp * 16 + lane / 4;  // this thread's first tile row; the second is +8
   const int nblk_b = args.n / 128;

@@ -35,12 +35,15 @@ struct GroupedGemm {
   const float* row_weight;   // gemm2: [a_rows] or null
 };
 
+// Tile configuration: rows per tile 128 (two consumer warpgroups) or 64 (one).
+enum class Tile : int { kTile128 = 0, kTile64 = 1 };
+
 // GEMM1: out = e4m3(silu(A W[n/2:]^T) * (A W[:n/2]^T) / scale), out_scale = per-128-column amax / 448; n % 256 == 0.
-cudaError_t gemm1_swiglu_fp8(const GroupedGemm& p, cudaStream_t stream);
+cudaError_t gemm1_swiglu_fp8(const GroupedGemm& p, cudaStream_t stream, Tile tile = Tile::kTile128);
 // GEMM2: out = bf16((A W^T) * row_weight[row]); n % 128 == 0.
-cudaError_t gemm2_rowweight_bf16(const GroupedGemm& p, cudaStream_t stream);
+cudaError_t gemm2_rowweight_bf16(const GroupedGemm& p, cudaStream_t stream, Tile tile = Tile::kTile128);
 // Plain f32 result (checks the main loop alone); n % 128 == 0.
-cudaError_t gemm_f32(const GroupedGemm& p, cudaStream_t stream);
+cudaError_t gemm_f32(const GroupedGemm& p, cudaStream_t stream, Tile tile = Tile::kTile128);
 
 // xp[r] = x[perm_tok[r]], xps[kb][r] = x_scale[kb][perm_tok[r]] for r < offsets[groups-1] + counts[groups-1].
 cudaError_t gather_rows(const void* x, const float* x_scale, int T, int k, const int* perm_tok, const int* counts,
@@ -77,9 +80,9 @@ struct MoeWorkspace {
 // The whole MoE on the wgmma path: route -> permute -> gather -> GEMM1 (SwiGLU, e4m3) -> GEMM2 (bf16 x weight)
 // -> deterministic combine; 6 launches, no host synchronisation. a.workspace holds MoeWorkspace(a.T).bytes;
 // a.large is ignored.
-cudaError_t moe_forward(const LaunchArgs& a, cudaStream_t stream);
+cudaError_t moe_forward(const LaunchArgs& a, cudaStream_t stream, Tile tile = Tile::kTile128);
 
-// "BMxBNxSTAGES" of each GEMM, for reports.
+// The tile configurations, for reports.
 const char* config_summary();
 
 }  // namespace wg

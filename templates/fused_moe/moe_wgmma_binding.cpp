@@ -22,7 +22,7 @@ void expect(const torch::Tensor& t, at::ScalarType type, int64_t dims, const cha
 // kind: 0 = f32 out [rows][n], 1 = bf16 out [rows][n] times row_weight, 2 = SwiGLU e4m3 out [rows][n/2] + scales.
 void gemm(int64_t kind, torch::Tensor a, torch::Tensor sfa, torch::Tensor b, torch::Tensor sfb, torch::Tensor counts,
           torch::Tensor offsets, torch::Tensor out, c10::optional<torch::Tensor> out_scale,
-          c10::optional<torch::Tensor> row_weight) {
+          c10::optional<torch::Tensor> row_weight, int64_t tile) {
   expect(a, at::kFloat8_e4m3fn, 2, "a");
   expect(sfa, at::kFloat, 2, "sfa");
   expect(b, at::kFloat8_e4m3fn, 3, "b");
@@ -40,11 +40,13 @@ void gemm(int64_t kind, torch::Tensor a, torch::Tensor sfa, torch::Tensor b, tor
                 static_cast<int>(out.size(1)), nullptr, 0, nullptr};
   const c10::cuda::CUDAGuard guard(a.device());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  TORCH_CHECK(tile == 0 || tile == 1, "tile: 0 (BM 128) or 1 (BM 64)");
+  const auto t = static_cast<fused_moe::wg::Tile>(tile);
   cudaError_t err = cudaErrorInvalidValue;
   if (kind == 0) {
     expect(out, at::kFloat, 2, "out");
     TORCH_CHECK(out.size(0) == rows && out.size(1) == n, "out must be [rows, n]");
-    err = fused_moe::wg::gemm_f32(p, stream);
+    err = fused_moe::wg::gemm_f32(p, stream, t);
   } else if (kind == 1) {
     expect(out, at::kBFloat16, 2, "out");
     TORCH_CHECK(out.size(0) == rows && out.size(1) == n, "out must be [rows, n]");
@@ -53,7 +55,7 @@ void gemm(int64_t kind, torch::Tensor a, torch::Tensor sfa, torch::Tensor b, tor
       TORCH_CHECK(row_weight->numel() >= rows, "row_weight must have a value per row");
       p.row_weight = row_weight->data_ptr<float>();
     }
-    err = fused_moe::wg::gemm2_rowweight_bf16(p, stream);
+    err = fused_moe::wg::gemm2_rowweight_bf16(p, stream, t);
   } else if (kind == 2) {
     expect(out, at::kFloat8_e4m3fn, 2, "out");
     TORCH_CHECK(out.size(0) == rows && out.size(1) == n / 2 && n % 256 == 0, "out must be [rows, n/2]");
@@ -62,7 +64,7 @@ void gemm(int64_t kind, torch::Tensor a, torch::Tensor sfa, torch::Tensor b, tor
     TORCH_CHECK(out_scale->size(0) == n / 256 && out_scale->size(1) >= rows, "out_scale must be [n/256, ld>=rows]");
     p.out_scale = out_scale->data_ptr<float>();
     p.out_scale_ld = static_cast<int>(out_scale->size(1));
-    err = fused_moe::wg::gemm1_swiglu_fp8(p, stream);
+    err = fused_moe::wg::gemm1_swiglu_fp8(p, stream, t);
   }
   C10_CUDA_CHECK(err);
 }
@@ -90,8 +92,9 @@ void gather(torch::Tensor x, torch::Tensor x_scale, torch::Tensor perm_tok, torc
 // The whole MoE on the wgmma path (destination-passing, like the solution's forward); one workspace allocation.
 void forward(torch::Tensor logits, torch::Tensor bias, torch::Tensor x, torch::Tensor x_scale, torch::Tensor w1,
              torch::Tensor w1_scale, torch::Tensor w2, torch::Tensor w2_scale, int64_t local_offset, double scaling,
-             torch::Tensor out) {
+             torch::Tensor out, int64_t tile) {
   using namespace fused_moe;
+  TORCH_CHECK(tile == 0 || tile == 1, "tile: 0 (BM 128) or 1 (BM 64)");
   const int64_t T = x.size(0);
   auto check = [](const torch::Tensor& t, at::ScalarType type, std::vector<int64_t> shape, const char* name) {
     TORCH_CHECK(t.is_cuda() && t.scalar_type() == type && t.sizes() == c10::IntArrayRef(shape) && t.is_contiguous(),
@@ -116,7 +119,7 @@ void forward(torch::Tensor logits, torch::Tensor bias, torch::Tensor x, torch::T
                   w1.data_ptr(), w1_scale.data_ptr<float>(), w2.data_ptr(), w2_scale.data_ptr<float>(),
                   static_cast<int>(local_offset), static_cast<float>(scaling), out.data_ptr(), static_cast<int>(T),
                   true, ws.data_ptr<uint8_t>()};
-  C10_CUDA_CHECK(wg::moe_forward(args, c10::cuda::getCurrentCUDAStream()));
+  C10_CUDA_CHECK(wg::moe_forward(args, c10::cuda::getCurrentCUDAStream(), static_cast<wg::Tile>(tile)));
 }
 
 }  // namespace
@@ -124,8 +127,13 @@ void forward(torch::Tensor logits, torch::Tensor bias, torch::Tensor x, torch::T
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("gemm", &gemm, "grouped FP8 block-scale GEMM (kind 0 f32, 1 bf16 x row weight, 2 SwiGLU + e4m3 requant)",
         py::arg("kind"), py::arg("a"), py::arg("sfa"), py::arg("b"), py::arg("sfb"), py::arg("counts"),
-        py::arg("offsets"), py::arg("out"), py::arg("out_scale") = py::none(), py::arg("row_weight") = py::none());
+        py::arg("offsets"), py::arg("out"), py::arg("out_scale") = py::none(), py::arg("row_weight") = py::none(),
+        py::arg("tile") = 0);
   m.def("gather", &gather, "rows of x (and their scales) in expert order");
-  m.def("forward", &forward, "DeepSeek-V3 FP8 block-scale MoE on the wgmma path (32 local experts), destination-passing");
+  m.def("forward", &forward, "DeepSeek-V3 FP8 block-scale MoE on the wgmma path (32 local experts), destination-passing",
+        py::arg("routing_logits"), py::arg("routing_bias"), py::arg("hidden_states"), py::arg("hidden_states_scale"),
+        py::arg("gemm1_weights"), py::arg("gemm1_weights_scale"), py::arg("gemm2_weights"),
+        py::arg("gemm2_weights_scale"), py::arg("local_expert_offset"), py::arg("routed_scaling_factor"),
+        py::arg("output"), py::arg("tile") = 0);
   m.def("config", []() { return std::string(fused_moe::wg::config_summary()); });
 }

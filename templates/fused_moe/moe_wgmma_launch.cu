@@ -13,9 +13,11 @@ namespace fused_moe {
 namespace wg {
 namespace {
 
-// Two consumer warpgroups (BM = 128), BN = 128, 6 stages of 32.5 KB: 197 KB of shared memory, one CTA per SM.
-constexpr int kG1Consumers = 2, kG1BN = 128, kG1Stages = 6;
-constexpr int kG2Consumers = 2, kG2BN = 128, kG2Stages = 6;
+// Tile configurations (both one CTA per SM, BN = 128):
+//  kTile128: two consumer warpgroups, BM = 128, 6 stages of 32.5 KB (197 KB of shared memory);
+//  kTile64:  one consumer warpgroup,  BM = 64,  8 stages of 24.25 KB (195 KB): less waste when experts get few rows.
+constexpr int kBN = 128;
+constexpr int kStages128 = 6, kStages64 = 8;
 
 int num_sms() {
   static const int n = [] {
@@ -57,16 +59,22 @@ cudaError_t launch(const GroupedGemm& p, cudaStream_t stream) {
 
 }  // namespace
 
-cudaError_t gemm1_swiglu_fp8(const GroupedGemm& p, cudaStream_t stream) {
-  return launch<kG1Consumers, kG1BN, kG1Stages, Epi::kSwiGluFp8>(p, stream);
+template <Epi kEpi>
+cudaError_t launch_tile(const GroupedGemm& p, Tile tile, cudaStream_t stream) {
+  if (tile == Tile::kTile64) return launch<1, kBN, kStages64, kEpi>(p, stream);
+  return launch<2, kBN, kStages128, kEpi>(p, stream);
 }
 
-cudaError_t gemm2_rowweight_bf16(const GroupedGemm& p, cudaStream_t stream) {
-  return launch<kG2Consumers, kG2BN, kG2Stages, Epi::kBf16RowWeight>(p, stream);
+cudaError_t gemm1_swiglu_fp8(const GroupedGemm& p, cudaStream_t stream, Tile tile) {
+  return launch_tile<Epi::kSwiGluFp8>(p, tile, stream);
 }
 
-cudaError_t gemm_f32(const GroupedGemm& p, cudaStream_t stream) {
-  return launch<kG2Consumers, kG2BN, kG2Stages, Epi::kF32>(p, stream);
+cudaError_t gemm2_rowweight_bf16(const GroupedGemm& p, cudaStream_t stream, Tile tile) {
+  return launch_tile<Epi::kBf16RowWeight>(p, tile, stream);
+}
+
+cudaError_t gemm_f32(const GroupedGemm& p, cudaStream_t stream, Tile tile) {
+  return launch_tile<Epi::kF32>(p, tile, stream);
 }
 
 cudaError_t gather_rows(const void* x, const float* x_scale, int T, int k, const int* perm_tok, const int* counts,
@@ -78,7 +86,7 @@ cudaError_t gather_rows(const void* x, const float* x_scale, int T, int k, const
   return cudaGetLastError();
 }
 
-cudaError_t moe_forward(const LaunchArgs& a, cudaStream_t stream) {
+cudaError_t moe_forward(const LaunchArgs& a, cudaStream_t stream, Tile tile) {
   if (a.T < 1) return cudaSuccess;
   const MoeWorkspace ws(a.T);
   unsigned char* base = a.workspace;
@@ -105,10 +113,10 @@ cudaError_t moe_forward(const LaunchArgs& a, cudaStream_t stream) {
   if (err != cudaSuccess) return err;
   const GroupedGemm g1{xp,    cap,        xps,        ws.ld,  a.w1,  a.w1_scale, kLocalExperts, kGemm1Out, kHidden,
                        meta->counts, meta->offsets, inter, kInter, inter_s, ws.ld, nullptr};
-  if ((err = gemm1_swiglu_fp8(g1, stream)) != cudaSuccess) return err;
+  if ((err = gemm1_swiglu_fp8(g1, stream, tile)) != cudaSuccess) return err;
   const GroupedGemm g2{inter, cap,        inter_s,    ws.ld,  a.w2,  a.w2_scale, kLocalExperts, kHidden,   kInter,
                        meta->counts, meta->offsets, ypart, kHidden, nullptr, 0, perm_w};
-  if ((err = gemm2_rowweight_bf16(g2, stream)) != cudaSuccess) return err;
+  if ((err = gemm2_rowweight_bf16(g2, stream, tile)) != cudaSuccess) return err;
   const LargeArgs comb{static_cast<const uint8_t*>(a.x), a.x_scale, nullptr, nullptr, nullptr, nullptr, meta,
                        perm_tok, perm_w, slot_of, mask, nullptr, ypart, static_cast<__nv_bfloat16*>(a.out), a.T};
   combine_kernel<<<std::min(a.T, 16 * num_sms()), 128, 0, stream>>>(comb);
@@ -116,11 +124,10 @@ cudaError_t moe_forward(const LaunchArgs& a, cudaStream_t stream) {
 }
 
 const char* config_summary() {
-  static char text[160];
-  std::snprintf(text, sizeof(text), "gemm1 BM=%d BN=%d stages=%d smem=%d; gemm2 BM=%d BN=%d stages=%d smem=%d",
-                64 * kG1Consumers, kG1BN, kG1Stages, WgConfig<kG1Consumers, kG1BN, kG1Stages, Epi::kSwiGluFp8>::kSmem,
-                64 * kG2Consumers, kG2BN, kG2Stages,
-                WgConfig<kG2Consumers, kG2BN, kG2Stages, Epi::kBf16RowWeight>::kSmem);
+  static char text[200];
+  std::snprintf(text, sizeof(text), "tile 0: BM=128 BN=%d stages=%d smem=%d B; tile 1: BM=64 BN=%d stages=%d smem=%d B",
+                kBN, kStages128, WgConfig<2, kBN, kStages128, Epi::kSwiGluFp8>::kSmem, kBN, kStages64,
+                WgConfig<1, kBN, kStages64, Epi::kSwiGluFp8>::kSmem);
   return text;
 }
 
