@@ -142,7 +142,8 @@ def _extension():
         tag = f"moe_wgmma_test_{digest.hexdigest()[:12]}"
         cache = Path(os.environ.get("FIB_SDK_CACHE", Path.home() / ".cache" / "fib-sdk")) / "jit" / tag
         cache.mkdir(parents=True, exist_ok=True)
-        flags = ["-O3", "-std=c++17", "-lineinfo", ARCH, f"-I{COMMON_DIR}", f"-I{MOE_DIR}"]
+        # SM90_WAIT_LIMIT: an mbarrier wait that never completes traps (a CUDA error) instead of hanging the GPU.
+        flags = ["-O3", "-std=c++17", "-lineinfo", ARCH, f"-I{COMMON_DIR}", f"-I{MOE_DIR}", "-DSM90_WAIT_LIMIT=16777216"]
         _EXT = load(name=tag, sources=[str(LAUNCH), str(BINDING)], extra_cuda_cflags=flags,
                     extra_cflags=["-O3", "-std=c++17"], extra_include_paths=[str(MOE_DIR), str(COMMON_DIR)],
                     build_directory=str(cache), verbose=False)
@@ -195,6 +196,22 @@ def _w_deq(w, sfb, g):
     return w[g].float() * sfb[g].repeat_interleave(128, dim=0).repeat_interleave(128, dim=1)
 
 
+FAILURES: list[str] = []
+
+
+def _expect(ok: bool, message: str) -> None:
+    """Records a failed check and goes on, so one GPU run reports every shape; the test fails at the end."""
+    if not ok:
+        FAILURES.append(message)
+        print(f"FAIL: {message}")
+
+
+def _nanmax(*values) -> float:
+    """max() that a NaN wins (the builtin drops a NaN depending on order): NaN never passes a check."""
+    values = [float(v) for v in values]
+    return float("nan") if any(v != v for v in values) else max(values)
+
+
 def _sync():
     if DEVICE == "cuda":
         torch.cuda.synchronize()
@@ -202,6 +219,13 @@ def _sync():
 
 def _rel_l2(x, ref):
     return float((x.double() - ref.double()).norm() / ref.double().norm().clamp_min(1e-30))
+
+
+def _row_rel_l2(x, ref):
+    """Worst row of ||x - ref|| / ||ref||: a wrong row (one bad slot) cannot hide in a large tensor's norm."""
+    x, ref = x.double(), ref.double()
+    worst = ((x - ref).norm(dim=1) / ref.norm(dim=1).clamp_min(1e-30)).max()
+    return float(worst)
 
 
 def _cold_time(fn, flush, reps):
@@ -237,8 +261,10 @@ def test_wgmma_grouped_gemms_match_fp32_reference_on_gpu():
     torch.set_float32_matmul_precision("highest")
     ext = _extension()
     print(f"\nwgmma config: {ext.config()}")
+    FAILURES.clear()
     _check_all(ext, reps=10)
-    _check_end_to_end(ext, seq_lens=(1, 57, 901, 14107), reps=5)
+    _check_end_to_end(ext, seq_lens=(1, 7, 16, 57, 80, 901, 11948, 14107), reps=5)
+    assert not FAILURES, "\n".join(FAILURES)
 
 
 TILES = {0: "BM=128", 1: "BM=64"}
@@ -282,14 +308,17 @@ def _check_all(ext, reps):
             out = torch.full((p1.rows, 2 * I), float("nan"), device=DEVICE)
             ext.gemm(0, p1.a, p1.sfa, wa, sa, p1.counts_t, p1.offsets_t, out, tile=tile)
             _sync()
-            assert torch.isnan(out[p1.total:]).all(), f"{tag} f32 GEMM wrote rows outside the groups"
-            errs = []
+            _expect(bool(torch.isnan(out[p1.total:]).all()), f"{tag} f32 GEMM wrote rows outside the groups")
+            errs, row_errs = [], []
             for g, o, c in checked:
                 got = out[o:o + c]
-                assert torch.isfinite(got).all(), f"{tag} f32 GEMM: non-finite rows in group {g}"
+                _expect(bool(torch.isfinite(got).all()), f"{tag} f32 GEMM: non-finite rows in group {g}")
                 errs.append(_rel_l2(got, g1_ref[g]))
-            print(f"{tag} f32 GEMM (N=4096, K=7168): worst group rel L2 {max(errs):.2e} over {len(checked)} groups")
-            assert max(errs) < 1e-2, (tag, errs)
+                row_errs.append(_row_rel_l2(got, g1_ref[g]))
+            print(f"{tag} f32 GEMM (N=4096, K=7168): worst group rel L2 {_nanmax(*errs):.2e}, worst row "
+                  f"{_nanmax(*row_errs):.2e} over {len(checked)} groups")
+            _expect(_nanmax(*row_errs) < 2e-2, f"{tag} f32 GEMM worst row rel L2 {_nanmax(*row_errs)}")
+            _expect(_nanmax(*errs) < 1e-2, f"{tag} rel L2 {errs}")
 
             # -- GEMM1: SwiGLU + per-128 e4m3 requantisation
             q = torch.empty((p1.rows, I), dtype=torch.float8_e4m3fn, device=DEVICE)
@@ -297,38 +326,43 @@ def _check_all(ext, reps):
             q_scale = torch.full((I // 128, p1.ld), float("nan"), device=DEVICE)
             ext.gemm(2, p1.a, p1.sfa, wa, sa, p1.counts_t, p1.offsets_t, q, q_scale, tile=tile)
             _sync()
-            assert (q.view(torch.uint8)[p1.total:] == 0x7F).all(), f"{tag} GEMM1 wrote rows outside the groups"
-            worst = {"scale": 0.0, "deq_vs_refq": 0.0, "deq_vs_f32": 0.0, "refq_vs_f32": 0.0}
+            _expect(bool((q.view(torch.uint8)[p1.total:] == 0x7F).all()), f"{tag} GEMM1 wrote rows outside the groups")
+            worst = {"scale": 0.0, "deq_vs_refq": 0.0, "row_vs_refq": 0.0, "deq_vs_f32": 0.0, "refq_vs_f32": 0.0}
             for g, o, c in checked:
                 act, ref_scale, ref_deq = act_ref[g]
                 codes = q.view(torch.uint8)[o:o + c]
-                assert not ((codes & 0x7F) == 0x7F).any(), f"{tag} NaN codes in GEMM1 output of group {g}"
+                _expect(not bool(((codes & 0x7F) == 0x7F).any()), f"{tag} NaN codes in GEMM1 output of group {g}")
                 ks = q_scale[:, o:o + c].t()
-                assert torch.isfinite(ks).all(), f"{tag} GEMM1 scales missing in group {g}"
+                _expect(bool(torch.isfinite(ks).all()), f"{tag} GEMM1 scales missing in group {g}")
                 deq = (q[o:o + c].float().view(c, I // 128, 128) * ks[:, :, None]).view(c, I)
                 rel = ((ks - ref_scale).abs() / ref_scale.clamp_min(1e-30)).max()
-                worst["scale"] = max(worst["scale"], float(rel))
-                worst["deq_vs_refq"] = max(worst["deq_vs_refq"], _rel_l2(deq, ref_deq))
-                worst["deq_vs_f32"] = max(worst["deq_vs_f32"], _rel_l2(deq, act))
-                worst["refq_vs_f32"] = max(worst["refq_vs_f32"], _rel_l2(ref_deq, act))
+                worst["scale"] = _nanmax(worst["scale"], rel)
+                worst["deq_vs_refq"] = _nanmax(worst["deq_vs_refq"], _rel_l2(deq, ref_deq))
+                worst["row_vs_refq"] = _nanmax(worst["row_vs_refq"], _row_rel_l2(deq, ref_deq))
+                worst["deq_vs_f32"] = _nanmax(worst["deq_vs_f32"], _rel_l2(deq, act))
+                worst["refq_vs_f32"] = _nanmax(worst["refq_vs_f32"], _rel_l2(ref_deq, act))
             print(f"{tag} GEMM1 SwiGLU+fp8: scale rel err {worst['scale']:.1e}, rel L2 vs reference-quantised "
-                  f"{worst['deq_vs_refq']:.2e}, vs f32 SwiGLU {worst['deq_vs_f32']:.2e} "
+                  f"{worst['deq_vs_refq']:.2e} (worst row {worst['row_vs_refq']:.2e}), vs f32 SwiGLU {worst['deq_vs_f32']:.2e} "
                   f"(reference's own fp8 rounding {worst['refq_vs_f32']:.2e})")
-            assert worst["scale"] < 1e-3 and worst["deq_vs_refq"] < 1e-2, (tag, worst)
-            assert worst["deq_vs_f32"] < worst["refq_vs_f32"] * 1.05 + 1e-4, (tag, worst)
+            _expect(worst["scale"] < 1e-3 and worst["deq_vs_refq"] < 1e-2 and worst["row_vs_refq"] < 2e-2,
+                    f"{tag} GEMM1 {worst}")
+            _expect(worst["deq_vs_f32"] < worst["refq_vs_f32"] * 1.05 + 1e-4, f"{tag} GEMM1 {worst}")
 
             # -- GEMM2: bf16 out x routing weight, on independent random fp8 inputs
             y = torch.full((p2.rows, H), float("nan"), dtype=torch.bfloat16, device=DEVICE)
             ext.gemm(1, p2.a, p2.sfa, wb, sb, p2.counts_t, p2.offsets_t, y, None, row_w, tile=tile)
             _sync()
-            assert torch.isnan(y[p2.total:].float()).all(), f"{tag} GEMM2 wrote rows outside the groups"
-            errs = []
+            _expect(bool(torch.isnan(y[p2.total:].float()).all()), f"{tag} GEMM2 wrote rows outside the groups")
+            errs, row_errs = [], []
             for g, o, c in checked:
                 got = y[o:o + c].float()
-                assert torch.isfinite(got).all(), f"{tag} GEMM2: non-finite rows in group {g}"
+                _expect(bool(torch.isfinite(got).all()), f"{tag} GEMM2: non-finite rows in group {g}")
                 errs.append(_rel_l2(got, g2_ref[g]))
-            print(f"{tag} GEMM2 bf16 x weight (N=7168, K=2048): worst group rel L2 {max(errs):.2e}")
-            assert max(errs) < 1e-2, (tag, errs)
+                row_errs.append(_row_rel_l2(got, g2_ref[g]))
+            print(f"{tag} GEMM2 bf16 x weight (N=7168, K=2048): worst group rel L2 {_nanmax(*errs):.2e}, worst row "
+                  f"{_nanmax(*row_errs):.2e}")
+            _expect(_nanmax(*row_errs) < 2e-2, f"{tag} GEMM2 worst row rel L2 {_nanmax(*row_errs)}")
+            _expect(_nanmax(*errs) < 1e-2, f"{tag} rel L2 {errs}")
 
             # -- timings (cold L2): useful FLOPs only; weight bytes of the active experts
             active = sum(1 for c in counts if c > 0)
@@ -353,8 +387,8 @@ def _check_all(ext, reps):
         ext.gather(x, xs, perm, p1.counts_t, p1.offsets_t, xp, xps)
         _sync()
         idx = perm.long()
-        assert torch.equal(xp.view(torch.uint8)[: p1.total], x.view(torch.uint8)[idx]), label
-        assert torch.equal(xps[:, : p1.total], xs[:, idx]), label
+        _expect(torch.equal(xp.view(torch.uint8)[: p1.total], x.view(torch.uint8)[idx]), f"[{label}] gather rows")
+        _expect(torch.equal(xps[:, : p1.total], xs[:, idx]), f"[{label}] gather scales")
         t_ga = _cold_time(lambda: ext.gather(x, xs, perm, p1.counts_t, p1.offsets_t, xp, xps), flush, reps)
         report.append(f"[{label}] gather of {p1.total} rows: {t_ga * 1e3:.1f} us")
 
@@ -397,11 +431,11 @@ def _check_end_to_end(ext, seq_lens, reps, solution_fn=None):
 
             call()
             _sync()
-            assert torch.isfinite(out.float()).all(), f"T={seq}, {tile_name}: non-finite output"
+            _expect(bool(torch.isfinite(out.float()).all()), f"T={seq}, {tile_name}: non-finite output")
             stats = error_stats(out, ref, tol)
             part = (f" [{tile_name}] rel L2 {stats['rel_l2']:.2e}, matched {stats['matched_ratio']:.4f} (contest needs "
                     f"{tol.required_matched_ratio}), max abs {stats['max_abs']:.3g}")
-            assert stats["matched_ratio"] >= tol.required_matched_ratio and stats["rel_l2"] < 5e-2, line + part
+            _expect(stats["matched_ratio"] >= tol.required_matched_ratio and stats["rel_l2"] < 5e-2, line + part)
             t_new = _cold_time(call, flush, reps)
             line += part + f", {t_new * 1e3:.1f} us;"
         if solution_fn is not None:

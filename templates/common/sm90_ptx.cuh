@@ -93,9 +93,16 @@ __device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t parity) {
       : "memory");
   return done != 0;
 }
+// Spins until the phase has completed. Debug aid for first runs: built with -DSM90_WAIT_LIMIT=<polls> (e.g. 1 << 24,
+// i.e. well over 0.1 s), a wait that never completes traps (a launch error) instead of hanging the GPU.
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+#ifdef SM90_WAIT_LIMIT
+  for (long long polls = 0; !mbar_try_wait(bar, parity); ++polls)
+    if (polls == (SM90_WAIT_LIMIT)) __trap();
+#else
   while (!mbar_try_wait(bar, parity)) {
   }
+#endif
 }
 
 // ---- TMA and bulk copies (async proxy) -------------------------------------------------------------------------
