@@ -1,9 +1,12 @@
 """wgmma + TMA FP8 block-scaled grouped GEMMs (templates/fused_moe/moe_wgmma.cuh), not yet wired into the solution.
 
-CPU (needs nvcc): the launch unit compiles for sm_90a with 0 spill bytes, and its SASS holds QGMMA (FP8 wgmma),
-UTMALDG (TMA tile loads), SYNCS (mbarriers) and USETMAXREG (setmaxnreg) in every grouped-GEMM kernel.
+CPU (needs nvcc; the SASS checks also cuobjdump + nvdisasm, e.g. `pip install nvidia-cuda-cuobjdump
+nvidia-cuda-nvdisasm`): the launch unit compiles for sm_90a with 0 spill bytes, its SASS holds QGMMA (FP8 wgmma),
+UTMALDG (TMA tile loads), SYNCS (mbarriers) and, with two consumer warpgroups, USETMAXREG in every grouped-GEMM
+kernel; every helper of templates/common/sm90_ptx.cuh assembles.
 GPU (`gpu` marker, an H200): JIT-builds the kernels, runs them on random FP8 operands with random per-block scales
-at three grouping shapes, compares with float32 torch math on the dequantised operands, prints TFLOP/s (cold L2).
+at three grouping shapes and both tile configurations, compares with float32 torch math on the dequantised operands,
+prints TFLOP/s (cold L2); then the whole MoE on this path against the definition's reference at 8 contest sizes.
 
     /work/venv/bin/python -m pytest -s -v tests/test_kernel_fused_moe_wgmma.py
 """
@@ -124,6 +127,102 @@ def test_wgmma_kernels_sass_uses_qgmma_tma_mbarriers_setmaxnreg(compiled):
         two_consumers = "kernelILi2E" in name  # BM = 128: the producer/consumer register split
         assert (ops["USETMAXREG"] >= 2) == two_consumers, (name, ops)
         assert ops["HMMA"] == 0, (name, ops)  # no mma.sync fallback
+
+
+# Every helper of templates/common/sm90_ptx.cuh in one dummy kernel (never run): each must assemble for sm_90a, so a
+# later user of a helper the MoE kernels do not use yet (other wgmma N, bulk copy, TMA store, ldmatrix, ...) finds
+# it valid PTX.
+HELPERS_CU = r"""
+#include "sm90_ptx.cuh"
+template <int N>
+__device__ void run_wgmma(float* out, uint64_t a, uint64_t b) {
+  float d[N / 2];
+  sm90::fence_regs(d);
+  sm90::wgmma_fence();
+  sm90::wgmma_fp8<N>(d, a, b, false);
+  sm90::wgmma_fp8<N>(d, a + 2, b + 2, true);
+  sm90::wgmma_commit();
+  sm90::wgmma_wait<0>();
+  sm90::fence_regs(d);
+  for (int i = 0; i < N / 2; ++i) out[i * blockDim.x + threadIdx.x] = d[i];
+}
+__global__ void __launch_bounds__(128, 1) every_helper(const __grid_constant__ CUtensorMap map, const uint8_t* g, float* out, uint8_t* gout) {
+  __shared__ __align__(1024) uint8_t tile[16384];
+  __shared__ __align__(8) uint64_t bar[2];
+  const uint32_t t = sm90::smem_u32(tile), b0 = sm90::smem_u32(&bar[0]), b1 = sm90::smem_u32(&bar[1]);
+  sm90::pdl_wait();
+  if (threadIdx.x == 0) {
+    sm90::tma_prefetch_desc(&map);
+    sm90::mbar_init(b0, 1);
+    sm90::mbar_init(b1, blockDim.x);
+    sm90::mbar_fence_init();
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    sm90::mbar_arrive_expect_tx(b0, 8192 + 256);
+    sm90::tma_load_2d(t, &map, b0, 0, 0);
+    sm90::bulk_load(t + 8192, g, 256, b0);
+  }
+  sm90::mbar_wait(b0, 0);
+  sm90::cp_async_16(t + 12288 + 16 * threadIdx.x, g + 16 * threadIdx.x, threadIdx.x < 128);
+  sm90::cp_async_commit();
+  sm90::cp_async_wait<0>();
+  sm90::cp_async_arrive(b1);
+  sm90::mbar_wait(b1, 0);
+  uint32_t r4[4], r2[2], rt[4];
+  sm90::ldmatrix_x4(r4, t + (threadIdx.x % 32) * 16);
+  sm90::ldmatrix_x2(r2, t + (threadIdx.x % 16) * 16);
+  sm90::ldmatrix_x4_trans(rt, t + (threadIdx.x % 32) * 16);
+  out[threadIdx.x] = __uint_as_float(r4[0] ^ r4[1] ^ r4[2] ^ r4[3] ^ r2[0] ^ r2[1] ^ rt[0] ^ rt[3]);
+  sm90::named_barrier_sync(1, 128);
+  const uint64_t da = sm90::desc_k_sw128(t), db = sm90::desc_k_sw128(t + 8192);
+  {
+    run_wgmma<16>(out + 1024, da, db);
+    run_wgmma<32>(out + 1024, da, db);
+    run_wgmma<64>(out + 1024, da, db);
+    run_wgmma<128>(out + 1024, da, db);
+    run_wgmma<256>(out + 1024, da, db);
+  }
+  sm90::fence_proxy_async();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    sm90::tma_store_2d(&map, t, 0, 0);
+    sm90::bulk_commit();
+    sm90::bulk_wait_read<0>();
+  }
+  reinterpret_cast<uint16_t*>(gout)[threadIdx.x] = sm90::pack_e4m3x2(out[0], out[1]);
+  sm90::pdl_launch_dependents();
+}
+__global__ void __launch_bounds__(384, 1) regs() {
+  if (threadIdx.x >= 256) sm90::setmaxnreg_dec<40>(); else sm90::setmaxnreg_inc<232>();
+}
+"""
+
+HELPER_SASS = ["QGMMA.64x16x32", "QGMMA.64x32x32", "QGMMA.64x64x32", "QGMMA.64x128x32", "QGMMA.64x256x32",
+               "UTMALDG.2D", "UTMASTG.2D", "UBLKCP", "LDGSTS", "LDSM.16.M88.4", "LDSM.16.MT88.4", "USETMAXREG",
+               "F2FP.SATFINITE.E4M3.F32.PACK"]
+
+
+def test_common_sm90_helpers_all_assemble(tmp_path):
+    nvcc = _tool("nvcc")
+    if nvcc is None:
+        print("\nSKIP: nvcc not found: cannot assemble templates/common/sm90_ptx.cuh")
+        pytest.skip("nvcc not found")
+    (tmp_path / "helpers.cu").write_text(HELPERS_CU)
+    obj = tmp_path / "helpers.o"
+    done = subprocess.run([nvcc, ARCH, "-std=c++17", "-O3", "-Xptxas", "-v", f"-I{COMMON_DIR}", "-c",
+                           str(tmp_path / "helpers.cu"), "-o", str(obj)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    cuobjdump, nvdisasm = _tool("cuobjdump"), _tool("nvdisasm")
+    if cuobjdump is None or nvdisasm is None:
+        print("\n(helpers assembled; cuobjdump/nvdisasm not found, SASS not inspected)")
+        return
+    env = {**os.environ, "PATH": f"{Path(nvdisasm).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    sass = subprocess.run([cuobjdump, "--dump-sass", str(obj)], capture_output=True, text=True, timeout=300,
+                          env=env).stdout
+    missing = [op for op in HELPER_SASS if op not in sass]
+    print("\nsm90_ptx.cuh helpers -> " + ", ".join(op for op in HELPER_SASS if op in sass))
+    assert not missing, missing
 
 
 # ---- GPU ----------------------------------------------------------------------------------------------------------
