@@ -1,0 +1,357 @@
+// FP8 block-scaled grouped GEMMs on Hopper's tensor-core pipeline (TMA -> smem ring -> wgmma), for the MoE.
+//
+// Problem (per group g = local expert): rows offsets[g] .. offsets[g] + counts[g] - 1 of A (the permuted
+// activations of that expert's assignments, contiguous, K-major e4m3) times B_g^T (B_g = [n][K] e4m3 weights,
+// K-major), with scale_a[kb][row] (one f32 per row and 128-wide K block; MN-major like the definition's
+// hidden_states_scale) and scale_b[g][n/128][kb] (one f32 per 128 x 128 weight block).
+//
+// Kernel structure (grouped_gemm_kernel):
+//  * Persistent CTAs; "units" = (group, m-tile of BM = 64 x consumers rows, n-unit) numbered group-major, then
+//    n-unit, m-tile fastest, so the CTAs running at once share one expert's weight tiles and activation rows in
+//    L2. Every CTA builds the same unit table from counts/offsets in shared memory (no host synchronisation).
+//  * One producer warpgroup (one thread issues everything; with two consumers, setmaxnreg drops it to 40 registers
+//    and raises the consumers to 232): per 128-wide K block a TMA box of A (BM x 128 B), of B (BN x 128 B; both
+//    128-byte swizzle) and of scale_a (BM f32) into one stage of a STAGES-deep ring, completing that stage's
+//    "full" mbarrier by transaction bytes.
+//  * Consumer warpgroups (1 or 2), each owning 64 rows of the tile: wait "full", read the two scale_a values of
+//    its rows, issue 4 x wgmma m64nBNk32 (fresh partial sum), wait for them, release
+//    the stage ("empty": one arrival per consumer warp), then promote: acc += partial * scale_a * scale_b. The
+//    promotion per K block (a second f32 accumulator) is what production FP8 block-scale kernels do: the scales
+//    change every 128 of K, and the tensor core's own f32 accumulation of FP8 products is not full fp32.
+//  * Out-of-range rows: TMA zero-fills rows past A's last row; rows of the next group inside a tile are computed
+//    and never stored. So groups need no padding or alignment.
+//
+// Epilogues:
+//  * kSwiGluFp8 (GEMM1): B = W1_g with rows [x1 (n/2 rows) | x2 (n/2 rows)]; a unit owns 128 intermediate
+//    columns j0..j0+127 and runs two passes (x1/x2 rows j0..j0+63, then j0+64..j0+127), each a 64+64 row B tile,
+//    so every thread holds x1 and x2 of the same columns: out = silu(x2) * x1 (the definition's order: SiLU gates
+//    the SECOND half). Pass 0's 32 results per thread wait in registers; after pass 1 each row's amax over the 128
+//    columns (4 lanes share a row) gives the per-(row, 128) scale = amax / 448 and the e4m3 values; out_scale is
+//    written MN-major [n/256][ld] so GEMM2 reads it exactly like hidden_states_scale.
+//  * kBf16RowWeight (GEMM2): out[row] = bf16(acc * row_weight[row]) (the routing weight), one row per assignment
+//    for a deterministic combine afterwards.
+//  * kF32: out = acc (f32), for checking the main loop alone.
+//
+// Also gather_rows_kernel: A rows (and their scales) in expert order from the token-ordered activations, since a
+// TMA tile cannot gather rows.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "sm90_ptx.cuh"
+
+namespace fused_moe {
+namespace wg {
+
+enum class Epi : int { kF32 = 0, kBf16RowWeight = 1, kSwiGluFp8 = 2 };
+
+constexpr int kMaxGroups = 32;  // one warp builds the unit table
+
+struct GemmArgs {
+  const int* counts;        // [num_groups] rows of each group (device)
+  const int* offsets;       // [num_groups] first row of each group in A and in `out` (device)
+  int num_groups;           // 1 .. 32
+  int n;                    // B rows per group (GEMM N); kSwiGluFp8: 2 x intermediate, [x1 | x2]
+  int k_blocks;             // K / 128
+  const float* sfb;         // [num_groups][n / 128][k_blocks] weight block scales
+  void* out;                // [rows][ldo]: f32 (kF32), bf16 (kBf16RowWeight), e4m3 bytes (kSwiGluFp8, n/2 cols)
+  int ldo;                  // elements
+  float* out_scale;         // kSwiGluFp8: [n / 256][out_scale_ld]
+  int out_scale_ld;
+  const float* row_weight;  // kBf16RowWeight: [rows], or null for 1
+};
+
+template <int kConsumers, int kBN, int kStages, Epi kEpi>
+struct WgConfig {
+  static constexpr int kBM = 64 * kConsumers;
+  static constexpr int kThreads = 128 * (kConsumers + 1);
+  static constexpr bool kSwiGlu = kEpi == Epi::kSwiGluFp8;
+  static constexpr int kPasses = kSwiGlu ? 2 : 1;         // B tiles per unit
+  static constexpr int kUnitCols = kSwiGlu ? 128 : kBN;   // output columns per unit
+  static constexpr int kBoxB = kSwiGlu ? kBN / 2 : kBN;   // rows per TMA box of B
+  static constexpr int kABytes = kBM * 128;
+  static constexpr int kBBytes = kBN * 128;
+  static constexpr int kSfaBytes = kBM * 4;
+  static constexpr int kSfaPitch = (kSfaBytes + 127) / 128 * 128;
+  static constexpr uint32_t kTxBytes = kABytes + kBBytes + kSfaBytes;
+  static constexpr int kOffA = 0;  // every A / B stage starts 1024-byte aligned (128 B swizzle atom)
+  static constexpr int kOffB = kOffA + kStages * kABytes;
+  static constexpr int kOffSfa = kOffB + kStages * kBBytes;
+  static constexpr int kOffBar = kOffSfa + kStages * kSfaPitch;  // full[kStages], empty[kStages] (8 B each)
+  static constexpr int kOffTable = kOffBar + 2 * kStages * 8;   // int before[33], count[32], offset[32]
+  static constexpr int kSmem = kOffTable + 97 * 4 + 1024;      // + slack to align the dynamic base to 1024
+  // Two consumer warpgroups need more than the 168 registers a 384-thread launch gives each thread: the producer
+  // drops to 40 and the consumers rise to 232 (2 x 128 x 232 + 128 x 40 = 64512 <= 65536). With one consumer
+  // warpgroup the launch already allows 255 per thread, so there is nothing to move.
+  static constexpr bool kRegSplit = kConsumers == 2;
+  static constexpr int kProducerRegs = 40;
+  static constexpr int kConsumerRegs = 232;
+  static constexpr int kAcc = kBN / 2;  // f32 accumulators per consumer thread (m64 x kBN per warpgroup)
+
+  static_assert(kConsumers == 1 || kConsumers == 2, "one or two consumer warpgroups");
+  static_assert(kSwiGlu ? kBN == 128 : (kBN == 64 || kBN == 128), "BN: 128 for SwiGLU (64 x1 + 64 x2), else 64/128");
+  static_assert(kStages >= 2, "pipeline depth");
+  static_assert(kABytes % 1024 == 0 && kBBytes % 1024 == 0, "swizzle atoms");
+  static_assert(kSmem <= 227 * 1024, "shared memory budget (227 KB per CTA)");
+  static_assert(kConsumers * 128 * kConsumerRegs + 128 * kProducerRegs <= 65536, "register file");
+};
+
+struct Unit {
+  int group, nu;   // group, n-unit (kUnitCols output columns)
+  int row0, rows;  // first row of the m-tile, valid rows in it (<= BM)
+};
+
+// Warp 0: table[0..32] = units before group g (inclusive scan), [33..64] counts, [65..96] offsets.
+__device__ __forceinline__ void build_unit_table(const GemmArgs& a, int bm, int n_units, int* table) {
+  const int lane = threadIdx.x & 31;
+  const bool live = lane < a.num_groups;
+  const int cnt = live ? a.counts[lane] : 0;
+  const int off = live ? a.offsets[lane] : 0;
+  int v = (cnt + bm - 1) / bm * n_units;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const int o = __shfl_up_sync(0xffffffffu, v, d);
+    if (lane >= d) v += o;
+  }
+  table[lane + 1] = v;
+  if (lane == 0) table[0] = 0;
+  table[33 + lane] = cnt;
+  table[65 + lane] = off;
+}
+
+__device__ __forceinline__ Unit unit_at(const int* table, int u, int bm) {
+  int g = 0;
+  while (u >= table[g + 1]) ++g;
+  const int r = u - table[g], cnt = table[33 + g];
+  const int mtiles = (cnt + bm - 1) / bm;
+  Unit t;
+  t.group = g;
+  t.nu = r / mtiles;
+  const int m0 = (r % mtiles) * bm;
+  t.row0 = table[65 + g] + m0;
+  t.rows = min(bm, cnt - m0);
+  return t;
+}
+
+__device__ __forceinline__ float silu_mul(float gate, float up) {
+  // Reference expression: x2 / (1 + exp(-x2)) * x1 (gate = x2, up = x1).
+  return __fdividef(gate, 1.0f + __expf(-gate)) * up;
+}
+
+// ------------------------------------------------------------------------------------------------------------------
+template <int kConsumers, int kBN, int kStages, Epi kEpi>
+__global__ void __launch_bounds__(128 * (kConsumers + 1), 1)
+    grouped_gemm_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_sfa,
+                        const __grid_constant__ CUtensorMap tm_b, const GemmArgs args) {
+  using C = WgConfig<kConsumers, kBN, kStages, kEpi>;
+  extern __shared__ uint8_t smem_raw[];
+  // TMA's 128 B swizzle and the wgmma descriptors assume 1024-byte aligned tiles: align the base by hand.
+  const uint32_t raw = sm90::smem_u32(smem_raw);
+  uint8_t* smem = smem_raw + (((raw + 1023u) & ~1023u) - raw);
+  const uint32_t base = sm90::smem_u32(smem);
+  int* table = reinterpret_cast<int*>(smem + C::kOffTable);
+  const uint32_t full0 = base + C::kOffBar, empty0 = full0 + 8 * kStages;
+  const int tid = threadIdx.x, wgi = tid / 128;
+  const int n_units = C::kSwiGlu ? args.n / 2 / 128 : args.n / kBN;
+
+  if (tid == kConsumers * 128) {
+    sm90::tma_prefetch_desc(&tm_a);
+    sm90::tma_prefetch_desc(&tm_sfa);
+    sm90::tma_prefetch_desc(&tm_b);
+#pragma unroll 1
+    for (int s = 0; s < kStages; ++s) {
+      sm90::mbar_init(full0 + 8 * s, 1);                    // the producer's arrive.expect_tx
+      sm90::mbar_init(empty0 + 8 * s, 4 * kConsumers);      // lane 0 of every consumer warp
+    }
+    sm90::mbar_fence_init();
+  }
+  sm90::pdl_wait();  // counts / offsets / A come from the previous kernel
+  if (tid < 32) build_unit_table(args, C::kBM, n_units, table);
+  __syncthreads();
+  const int units = table[32];
+
+  if (wgi == kConsumers) {
+    // ---------------------------------------------------------------- producer
+    if constexpr (C::kRegSplit) sm90::setmaxnreg_dec<C::kProducerRegs>();
+    if (tid != kConsumers * 128) return;
+    uint32_t stage = 0, phase = 0;
+#pragma unroll 1
+    for (int u = blockIdx.x; u < units; u += gridDim.x) {
+      const Unit t = unit_at(table, u, C::kBM);
+#pragma unroll 1
+      for (int pass = 0; pass < C::kPasses; ++pass) {
+        // Row of B's first box in the [num_groups * n][K] view (SwiGLU: x1 rows; x2 rows are n/2 further).
+        const int b_row = t.group * args.n + t.nu * C::kUnitCols + pass * C::kBoxB;
+#pragma unroll 1
+        for (int kb = 0; kb < args.k_blocks; ++kb) {
+          sm90::mbar_wait(empty0 + 8 * stage, phase ^ 1);
+          const uint32_t full = full0 + 8 * stage;
+          sm90::mbar_arrive_expect_tx(full, C::kTxBytes);
+          sm90::tma_load_2d(base + C::kOffA + stage * C::kABytes, &tm_a, full, kb * 128, t.row0);
+          sm90::tma_load_2d(base + C::kOffSfa + stage * C::kSfaPitch, &tm_sfa, full, t.row0, kb);
+          const uint32_t b_dst = base + C::kOffB + stage * C::kBBytes;
+          sm90::tma_load_2d(b_dst, &tm_b, full, kb * 128, b_row);
+          if constexpr (C::kSwiGlu) sm90::tma_load_2d(b_dst + C::kBoxB * 128, &tm_b, full, kb * 128, b_row + args.n / 2);
+          if (++stage == kStages) stage = 0, phase ^= 1;
+        }
+      }
+    }
+    return;
+  }
+
+  // ------------------------------------------------------------------ consumers
+  if constexpr (C::kRegSplit) sm90::setmaxnreg_inc<C::kConsumerRegs>();
+  const int warp = (tid / 32) % 4, lane = tid % 32, quad = lane % 4;
+  const int my_row = wgi * 64 + warp * 16 + lane / 4;  // this thread's first tile row; the second is +8
+  const int nblk_b = args.n / 128;
+  uint32_t stage = 0, phase = 0;
+  float held[C::kSwiGlu ? 32 : 1];  // SwiGLU pass-0 results (8 column groups x 2 rows x 2 columns)
+  (void)held;
+
+#pragma unroll 1
+  for (int u = blockIdx.x; u < units; u += gridDim.x) {
+    const Unit t = unit_at(table, u, C::kBM);
+#pragma unroll 1
+    for (int pass = 0; pass < C::kPasses; ++pass) {
+      // Weight scale rows: x = the tile's (first) columns, y = SwiGLU's x2 half (else unused, = x).
+      const int col_b = t.nu * C::kUnitCols + pass * C::kBoxB;
+      const float* sfb_x = args.sfb + (static_cast<size_t>(t.group) * nblk_b + col_b / 128) * args.k_blocks;
+      const float* sfb_y =
+          C::kSwiGlu ? args.sfb + (static_cast<size_t>(t.group) * nblk_b + (col_b + args.n / 2) / 128) * args.k_blocks
+                     : sfb_x;
+      float next_x = __ldg(sfb_x), next_y = __ldg(sfb_y);
+
+      float acc[C::kAcc], part[C::kAcc];
+#pragma unroll
+      for (int i = 0; i < C::kAcc; ++i) acc[i] = 0.0f;
+
+#pragma unroll 1
+      for (int kb = 0; kb < args.k_blocks; ++kb) {
+        const float sx = next_x, sy = next_y;
+        if (kb + 1 < args.k_blocks) {  // one K block ahead: hides the (L2) latency of the weight scales
+          next_x = __ldg(sfb_x + kb + 1);
+          next_y = __ldg(sfb_y + kb + 1);
+        }
+        sm90::mbar_wait(full0 + 8 * stage, phase);
+        const float* sfa = reinterpret_cast<const float*>(smem + C::kOffSfa + stage * C::kSfaPitch);
+        const float a0 = sfa[my_row], a1 = sfa[my_row + 8];  // read before the stage is released
+        const uint64_t da = sm90::desc_k_sw128(base + C::kOffA + stage * C::kABytes + wgi * 64 * 128);
+        const uint64_t db = sm90::desc_k_sw128(base + C::kOffB + stage * C::kBBytes);
+        sm90::fence_regs(part);
+        sm90::wgmma_fence();
+#pragma unroll
+        for (int k = 0; k < 4; ++k) sm90::wgmma_fp8<kBN>(part, da + 2 * k, db + 2 * k, k > 0);
+        sm90::wgmma_commit();
+        sm90::wgmma_wait<0>();
+        sm90::fence_regs(part);
+        if (lane == 0) sm90::mbar_arrive(empty0 + 8 * stage);
+        if (++stage == kStages) stage = 0, phase ^= 1;
+
+        const float s0x = a0 * sx, s1x = a1 * sx, s0y = a0 * sy, s1y = a1 * sy;
+#pragma unroll
+        for (int i = 0; i < C::kAcc / 4; ++i) {
+          const bool y = C::kSwiGlu && i >= C::kAcc / 8;  // columns 64..127 of a SwiGLU tile are x2
+          acc[4 * i + 0] += part[4 * i + 0] * (y ? s0y : s0x);
+          acc[4 * i + 1] += part[4 * i + 1] * (y ? s0y : s0x);
+          acc[4 * i + 2] += part[4 * i + 2] * (y ? s1y : s1x);
+          acc[4 * i + 3] += part[4 * i + 3] * (y ? s1y : s1x);
+        }
+      }
+
+      // ---------------------------------------------------------------- epilogue of this pass
+      if constexpr (kEpi == Epi::kF32 || kEpi == Epi::kBf16RowWeight) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = my_row + 8 * h;
+          if (row >= t.rows) continue;
+          const size_t at = static_cast<size_t>(t.row0 + row) * args.ldo + t.nu * kBN + 2 * quad;
+          if constexpr (kEpi == Epi::kF32) {
+            float* dst = static_cast<float*>(args.out) + at;
+#pragma unroll
+            for (int i = 0; i < C::kAcc / 4; ++i)
+              *reinterpret_cast<float2*>(dst + 8 * i) = make_float2(acc[4 * i + 2 * h], acc[4 * i + 2 * h + 1]);
+          } else {
+            const float w = args.row_weight != nullptr ? args.row_weight[t.row0 + row] : 1.0f;
+            __nv_bfloat16* dst = static_cast<__nv_bfloat16*>(args.out) + at;
+#pragma unroll
+            for (int i = 0; i < C::kAcc / 4; ++i)
+              *reinterpret_cast<__nv_bfloat162*>(dst + 8 * i) =
+                  __floats2bfloat162_rn(acc[4 * i + 2 * h] * w, acc[4 * i + 2 * h + 1] * w);
+          }
+        }
+      } else {
+        // Thread's values of this pass: column groups i = 0..7 (x1 in acc[4i..], x2 in acc[4(i+8)..]).
+        float cur[32];
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) cur[4 * i + j] = silu_mul(acc[4 * (i + 8) + j], acc[4 * i + j]);
+        if (pass == 0) {
+#pragma unroll
+          for (int i = 0; i < 32; ++i) held[i] = cur[i];
+        } else {
+          // Row amax over the unit's 128 columns: 32 values here, the rest in the other 3 lanes of the quad.
+          float m0 = 0.0f, m1 = 0.0f;
+#pragma unroll
+          for (int i = 0; i < 8; ++i) {
+            m0 = fmaxf(m0, fmaxf(fmaxf(fabsf(held[4 * i]), fabsf(held[4 * i + 1])),
+                                 fmaxf(fabsf(cur[4 * i]), fabsf(cur[4 * i + 1]))));
+            m1 = fmaxf(m1, fmaxf(fmaxf(fabsf(held[4 * i + 2]), fabsf(held[4 * i + 3])),
+                                 fmaxf(fabsf(cur[4 * i + 2]), fabsf(cur[4 * i + 3]))));
+          }
+#pragma unroll
+          for (int d = 1; d <= 2; d <<= 1) {
+            m0 = fmaxf(m0, __shfl_xor_sync(0xffffffffu, m0, d));
+            m1 = fmaxf(m1, __shfl_xor_sync(0xffffffffu, m1, d));
+          }
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int row = my_row + 8 * h;
+            const float amax = h == 0 ? m0 : m1;
+            const float inv = amax > 0.0f ? 448.0f / amax : 0.0f;  // all-zero block: scale 0, values 0
+            if (row >= t.rows) continue;
+            uint8_t* dst = static_cast<uint8_t*>(args.out) + static_cast<size_t>(t.row0 + row) * args.ldo +
+                           t.nu * 128 + 2 * quad;
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+              *reinterpret_cast<uint16_t*>(dst + 8 * i) =
+                  sm90::pack_e4m3x2(held[4 * i + 2 * h] * inv, held[4 * i + 2 * h + 1] * inv);
+              *reinterpret_cast<uint16_t*>(dst + 64 + 8 * i) =
+                  sm90::pack_e4m3x2(cur[4 * i + 2 * h] * inv, cur[4 * i + 2 * h + 1] * inv);
+            }
+            if (quad == 0) args.out_scale[static_cast<size_t>(t.nu) * args.out_scale_ld + t.row0 + row] = amax / 448.0f;
+          }
+        }
+      }
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------------------------------
+// xp[r] = x[perm_tok[r]] (k_blocks * 128 bytes) and xps[kb][r] = x_scale[kb][perm_tok[r]] for the rows
+// r < offsets[G-1] + counts[G-1] (groups stored in order). One CTA per row, grid-stride.
+__global__ void __launch_bounds__(256) gather_rows_kernel(const uint8_t* __restrict__ x,
+                                                          const float* __restrict__ x_scale, int T,
+                                                          const int* __restrict__ perm_tok, const int* counts,
+                                                          const int* offsets, int num_groups, int k_blocks,
+                                                          uint8_t* __restrict__ xp, float* __restrict__ xps,
+                                                          int xps_ld) {
+  sm90::pdl_wait();
+  const int rows = offsets[num_groups - 1] + counts[num_groups - 1];
+  const int chunks = k_blocks * 8;  // 16-byte chunks per row
+#pragma unroll 1
+  for (int r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int tok = perm_tok[r];
+    const uint4* src = reinterpret_cast<const uint4*>(x + static_cast<size_t>(tok) * k_blocks * 128);
+    uint4* dst = reinterpret_cast<uint4*>(xp + static_cast<size_t>(r) * k_blocks * 128);
+    for (int c = threadIdx.x; c < chunks; c += blockDim.x) dst[c] = __ldg(src + c);
+    for (int kb = threadIdx.x; kb < k_blocks; kb += blockDim.x)
+      xps[static_cast<size_t>(kb) * xps_ld + r] = __ldg(x_scale + static_cast<size_t>(kb) * T + tok);
+  }
+}
+
+}  // namespace wg
+}  // namespace fused_moe
