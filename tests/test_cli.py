@@ -201,8 +201,8 @@ def test_bench_exits_non_zero_when_no_row_passed(package, monkeypatch, tmp_path,
 
     seen = {}
 
-    def fake_run_bench(packages, **kw):
-        seen.update(kw)
+    def fake_run_bench(packages, config, **kw):
+        seen.update(kw, config=config)
         return _results(statuses), None
     monkeypatch.setattr(runner, "run_bench", fake_run_bench)
     for extra in ([], ["--json"]):
@@ -266,7 +266,7 @@ def test_solution_dirs_and_defaults_work_from_another_folder(tmp_path, monkeypat
     monkeypatch.chdir(tmp_path)
     seen = {}
 
-    def fake_run_bench(packages, **kw):
+    def fake_run_bench(packages, config, **kw):
         seen.update(kw, names=[p.name for p in packages])
         return _results(["PASSED"]), None
     monkeypatch.setattr(runner, "run_bench", fake_run_bench)

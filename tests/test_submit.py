@@ -37,7 +37,8 @@ def gate_results(package, fail=(), drop=0):
     for w in chosen:
         status = "INCORRECT_NUMERICAL" if w.uuid in fail else "PASSED"
         raw = {"status": status, "max_abs": 0.5 if fail else 0.001, "max_rel": 0.01,
-               "latency_ms": [0.05], "reference_latency_ms": [2.0]}
+               "calls": [{"wall_ms": 0.05}], "reference_ms": [2.0],
+               "strict": {"passed": status == "PASSED", "reason": "" if status == "PASSED" else "contest status"}}
         out.append(SimpleNamespace(workload=w, status=status,
                                    trace=make_trace(package.solution, definition, w, raw, GATE_ENV)))
     return out
@@ -97,7 +98,7 @@ def test_packages_a_single_kernel(repo):
         (repo.evidence / "toy_attention" / "traces.jsonl").read_bytes()
     assert len((kernel / "evidence" / "traces.jsonl").read_text().splitlines()) == 23
     results = json.loads((kernel / "results.json").read_text())
-    assert results["schema"] == "fib-sdk.results/1"
+    assert results["schema"] == "fib-sdk.results/2"  # rows are copied through the current row model
     assert len(results["rows"]) == 23 and {r["solution"] for r in results["rows"]} == {"toy_attention"}
     assert results["sources"][0]["file"] == "nvidia-h200-20260101.json"
     # the ledger: copied, summed by role/model/phase/definition; the human-input line is not a call
@@ -289,7 +290,10 @@ def test_gate_flag_on_a_gpu_records_evidence_then_packages(repo, monkeypatch):
     result = CliRunner().invoke(main, ["submit", "solutions/toy_moe", "--gate"])
     assert result.exit_code == 0, result.output
     definition = package.solution.definition
-    assert calls == [(definition, 19, 3, 0, gate.contest_tolerance(definition))]
+    ((seen_definition, count, trials, seed, tol),) = calls
+    assert (seen_definition, count, trials, tol) == (definition, 19, 3, gate.contest_tolerance(definition))
+    assert isinstance(seed, int)  # drawn from the OS, recorded in the manifest
+    assert json.loads((repo.evidence / "toy_moe" / "manifest.json").read_text())["environment"]["seed"] == seed
     manifest = json.loads((repo.evidence / "toy_moe" / "manifest.json").read_text())
     assert manifest["results_file"] == "repro/results/nvidia-h200-20260101.json"
     assert (manifest["passed"], manifest["total"], manifest["environment"]["trials"]) == (19, 19, 3)

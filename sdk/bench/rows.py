@@ -19,7 +19,7 @@ class ResultRow(BaseModel):
     status: str
     solution_hash: str | None = None
     axes: dict[str, Any] = {}
-    reason: str = ""
+    reason: str | None = ""
     strict_passed: bool | None = None     # the strict verdict beside the contest status (None: older files)
     strict_reason: str = ""
     seed: int | None = None

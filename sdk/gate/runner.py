@@ -116,6 +116,7 @@ class Worker:
         self.pid = self.proc.pid
         self.ready = False
         self.deadline = math.inf
+        self.limit_s = math.inf  # the time the current deadline allows, for the TIMEOUT reason
 
     def ask(self, msg: dict) -> dict:
         try:
@@ -138,7 +139,7 @@ class Worker:
         if not self.proc.is_alive():
             raise WorkerFailure({"status": "RUNTIME_ERROR", "reason": f"worker died (exit code {self.proc.exitcode})"})
         self.kill()
-        raise WorkerFailure({"status": "TIMEOUT", "reason": "no result within the workload's time limit"})
+        raise WorkerFailure({"status": "TIMEOUT", "reason": f"no result within {self.limit_s:g} s"})
 
     @property
     def alive(self) -> bool:
@@ -212,10 +213,12 @@ def gate_solution(solution: Solution, definition: str, workloads: Iterable[Workl
                 worker.deadline = math.inf
                 try:
                     if fresh:
-                        worker.deadline = time.monotonic() + timeout_s + first_call_extra_s + STARTUP_S
+                        worker.limit_s = timeout_s + first_call_extra_s + STARTUP_S
+                        worker.deadline = time.monotonic() + worker.limit_s
                         built = worker.ask({"op": "build"})
                         has_setup = bool(built.get("setup"))
-                    worker.deadline = time.monotonic() + timeout_s + (first_call_extra_s if fresh else 0.0)
+                    worker.limit_s = timeout_s + (first_call_extra_s if fresh else 0.0)
+                    worker.deadline = time.monotonic() + worker.limit_s
                     outcome = judge(worker.ask, worker.pid, solution, spec, workload, plan=plan, seed=seed, tol=tol,
                                     device=torch.device(device), has_setup=has_setup, fresh_worker=fresh)
                     raw = {"status": outcome.check.status, "reason": outcome.check.reason,

@@ -1,0 +1,138 @@
+"""The second round of hostile packages (h2_*, see hostile_v2.py) against the judge-process gate.
+
+Each ran through the old in-process gate and fooled it (the red-team record in hostile_v2.EXPECTED). Here every one
+goes through the real gate with a timing plan (the calls the bench makes), static scan on: each is rejected with a
+named reason, or, where the cheat was a way of telling checked calls from timed ones, its own tell log shows that
+every call took the computing branch (the tell is gone, so nothing is left to cheat on). GPU-only cheats are the
+`gpu` tests at the end; on CPU they are plain honest solutions and are shown to be so.
+"""
+from __future__ import annotations
+
+import pytest
+
+from sdk import workloads
+from sdk.gate import gate_solution
+from tests.adversarial.hostile_v2 import EXPECTED, MOE
+from tests.adversarial.support import TIMING, package, tiny_workload
+
+# name -> (status, words the reason must contain)
+REJECTED = {
+    "h2_sysmodules_checker": ("INCORRECT_NUMERICAL", "matched ratio"),      # the checker it replaced is not ours
+    "h2_torch_function_mode": ("INCORRECT_NUMERICAL", "matched ratio"),     # its mode lives in its own process
+    "h2_pipe_forgery": ("INCORRECT_NUMERICAL", "matched ratio"),            # the verdict is not sent by the worker
+    "h2_stats_median": ("RUNTIME_ERROR", "statistics.median"),
+    "h2_json_trace": ("RUNTIME_ERROR", "json.load"),
+    "h2_frame_sniff": ("INCORRECT_NUMERICAL", "contains NaN"),              # no gate frame on any call's stack
+    "h2_call_counter": ("INCORRECT_NUMERICAL", "negative index"),           # a check falls on a cheating position
+    "h2_work_in_reference": ("INCORRECT_NUMERICAL", "negative index"),      # the reference runs elsewhere
+    "h2_raw_thread": (None, ""),                                            # a race it always loses, or a new thread
+    "h2_gc_checkers": ("RUNTIME_ERROR", "static scan"),
+}
+NO_TELL = ["h2_content_cache", "h2_nan_sniff", "h2_profiler_sniff", "h2_event_fallback_sidestream"]
+
+
+def _gate(name, workload=None, plan=TIMING, **kw):
+    solution = package(name).solution
+    (result,) = gate_solution(solution, solution.definition, [workload or tiny_workload(solution.definition)],
+                              device=kw.pop("device", "cpu"), plan=plan, **kw)
+    return result
+
+
+def test_every_h2_package_has_a_verdict_here():
+    assert set(REJECTED) | set(NO_TELL) | {"h2_seed0_table", "h2_moe_skip_cold_experts",
+                                           "h2_moe_weight_fingerprint"} == set(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(REJECTED))
+def test_tampering_tells_and_hidden_work_are_rejected(name):
+    status, words = REJECTED[name]
+    result = _gate(name)
+    assert result.status != "PASSED" and not result.strict_passed, result.reason
+    if status:
+        assert result.status == status and words in result.reason, result.reason
+
+
+def test_the_checker_is_out_of_reach_even_without_the_scan():
+    """h2_gc_checkers reaches the checker table through gc: the scan refuses it; run anyway, it changes a table in
+    its own process, while the verdict is computed in the judge's."""
+    result = _gate("h2_gc_checkers", scan=False)
+    assert result.status == "INCORRECT_NUMERICAL", result.reason
+
+
+@pytest.mark.parametrize("name", NO_TELL)
+def test_no_call_can_be_told_from_another(name, tmp_path, monkeypatch):
+    log = tmp_path / "tell.log"
+    monkeypatch.setenv("FIB_TELL_LOG", str(log))  # the worker inherits it
+    result = _gate(name)
+    branches = log.read_text().split()
+    assert result.status == "PASSED" and result.strict_passed, result.reason
+    assert len(branches) == TIMING.trials * TIMING.calls_per_trial and set(branches) == {"computed"}, branches
+
+
+def test_answers_shipped_for_a_seed_match_no_call():
+    """h2_seed0_table ships the answers of every input the old gate drew for seed 0. The judge's inputs depend on
+    the run's seed (from the OS unless given) and on its own call schedule: with seed 0 itself, none of the table's
+    fingerprints comes up, so every answer is computed (and correct)."""
+    import importlib.util
+
+    import torch
+
+    from sdk import definitions
+    from sdk.gate.pool import InputPool
+
+    result = _gate("h2_seed0_table", seed=0)
+    assert result.status == "PASSED", result.reason
+    name = package("h2_seed0_table").solution.definition
+    spec = importlib.util.spec_from_file_location("h2_answers", package("h2_seed0_table").source_dir / "answers.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    pool = InputPool(definitions.load(name), tiny_workload(name), 0, torch.device("cpu"), sets=1)
+    for _ in range(TIMING.trials * TIMING.calls_per_trial):
+        q = pool.private(pool.next_call())["q_index_fp8"]
+        assert bytes(q.view(torch.uint8).reshape(-1)[:16].tolist()).hex() not in module.TABLE
+
+
+def _moe(seq_len: int):
+    base = next(w for w in workloads.load(MOE) if w.axes["seq_len"] == 1)
+    return base.model_copy(update={"uuid": f"moe-t{seq_len}", "axes": {**base.axes, "seq_len": seq_len}})
+
+
+@pytest.mark.slow
+def test_skipping_cold_experts_passes_the_contest_rule_but_not_the_strict_verdict():
+    plan = TIMING.model_copy(update={"trials": 1, "warmup": 0, "iters": 2, "checks": 1})
+    result = _gate("h2_moe_skip_cold_experts", _moe(12), plan=plan)
+    assert result.status == "PASSED", result.reason  # contest parity: the 0.9 matched-ratio rule lets it through
+    assert not result.strict_passed and "relative L2" in result.raw["strict"]["reason"], result.raw["strict"]
+
+
+@pytest.mark.slow
+def test_a_weight_fingerprint_cache_goes_stale_when_an_active_expert_is_redrawn():
+    plan = TIMING.model_copy(update={"trials": 1, "warmup": 0, "iters": 3, "checks": 2})
+    result = _gate("h2_moe_weight_fingerprint", _moe(8), plan=plan)
+    assert not result.strict_passed, result.reason
+    assert result.status != "PASSED" or "relative L2" in result.raw["strict"]["reason"], result.raw
+
+
+# ---- GPU: the cheats that read the profiler or hide work from CUDA events -------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["h2_profiler_sniff", "h2_event_fallback_sidestream"])
+def test_profiler_state_tells_nothing_on_gpu(name, tmp_path, monkeypatch):
+    """The profiler is on for every call of a timed trial, checked or not: the sniff sees one state throughout and a
+    call without device work inside it would be rejected."""
+    log = tmp_path / "tell.log"
+    monkeypatch.setenv("FIB_TELL_LOG", str(log))
+    plan = TIMING.model_copy(update={"profile": True, "checks": 4})
+    result = _gate(name, device="cuda", plan=plan)
+    branches = log.read_text().split() if log.exists() else []
+    if result.status == "PASSED":
+        assert set(branches) == {"computed"}, branches
+    else:
+        assert "timing" in result.reason or "trial" in result.reason, result.reason
+
+
+@pytest.mark.gpu
+def test_json_trace_squeeze_is_rejected_on_gpu():
+    plan = TIMING.model_copy(update={"profile": True})
+    result = _gate("h2_json_trace", device="cuda", plan=plan)
+    assert result.status == "RUNTIME_ERROR" and "json.load" in result.reason, result.reason
