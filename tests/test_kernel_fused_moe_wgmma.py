@@ -146,7 +146,8 @@ __device__ void run_wgmma(float* out, uint64_t a, uint64_t b) {
   sm90::fence_regs(d);
   for (int i = 0; i < N / 2; ++i) out[i * blockDim.x + threadIdx.x] = d[i];
 }
-__global__ void __launch_bounds__(128, 1) every_helper(const __grid_constant__ CUtensorMap map, const uint8_t* g, float* out, uint8_t* gout) {
+__global__ void __launch_bounds__(128, 1) every_helper(const __grid_constant__ CUtensorMap map, const uint8_t* g,
+                                                       float* out, uint8_t* gout) {
   __shared__ __align__(1024) uint8_t tile[16384];
   __shared__ __align__(8) uint64_t bar[2];
   const uint32_t t = sm90::smem_u32(tile), b0 = sm90::smem_u32(&bar[0]), b1 = sm90::smem_u32(&bar[1]);
@@ -242,7 +243,8 @@ def _extension():
         cache = Path(os.environ.get("FIB_SDK_CACHE", Path.home() / ".cache" / "fib-sdk")) / "jit" / tag
         cache.mkdir(parents=True, exist_ok=True)
         # SM90_WAIT_LIMIT: an mbarrier wait that never completes traps (a CUDA error) instead of hanging the GPU.
-        flags = ["-O3", "-std=c++17", "-lineinfo", ARCH, f"-I{COMMON_DIR}", f"-I{MOE_DIR}", "-DSM90_WAIT_LIMIT=16777216"]
+        flags = ["-O3", "-std=c++17", "-lineinfo", ARCH, f"-I{COMMON_DIR}", f"-I{MOE_DIR}",
+                 "-DSM90_WAIT_LIMIT=16777216"]
         _EXT = load(name=tag, sources=[str(LAUNCH), str(BINDING)], extra_cuda_cflags=flags,
                     extra_cflags=["-O3", "-std=c++17"], extra_include_paths=[str(MOE_DIR), str(COMMON_DIR)],
                     build_directory=str(cache), verbose=False)
@@ -441,8 +443,8 @@ def _check_all(ext, reps):
                 worst["deq_vs_f32"] = _nanmax(worst["deq_vs_f32"], _rel_l2(deq, act))
                 worst["refq_vs_f32"] = _nanmax(worst["refq_vs_f32"], _rel_l2(ref_deq, act))
             print(f"{tag} GEMM1 SwiGLU+fp8: scale rel err {worst['scale']:.1e}, rel L2 vs reference-quantised "
-                  f"{worst['deq_vs_refq']:.2e} (worst row {worst['row_vs_refq']:.2e}), vs f32 SwiGLU {worst['deq_vs_f32']:.2e} "
-                  f"(reference's own fp8 rounding {worst['refq_vs_f32']:.2e})")
+                  f"{worst['deq_vs_refq']:.2e} (worst row {worst['row_vs_refq']:.2e}), vs f32 SwiGLU "
+                  f"{worst['deq_vs_f32']:.2e} (reference's own fp8 rounding {worst['refq_vs_f32']:.2e})")
             _expect(worst["scale"] < 1e-3 and worst["deq_vs_refq"] < 1e-2 and worst["row_vs_refq"] < 2e-2,
                     f"{tag} GEMM1 {worst}")
             _expect(worst["deq_vs_f32"] < worst["refq_vs_f32"] * 1.05 + 1e-4, f"{tag} GEMM1 {worst}")
