@@ -3,9 +3,9 @@
 CPU (needs nvcc; the SASS checks also cuobjdump + nvdisasm, e.g. `pip install nvidia-cuda-cuobjdump
 nvidia-cuda-nvdisasm`): the launch unit compiles for sm_90a with 0 spill bytes, its SASS holds QGMMA (FP8 wgmma),
 UTMALDG (TMA tile loads), SYNCS (mbarriers) and, with two consumer warpgroups, USETMAXREG in every grouped-GEMM
-kernel; every helper of templates/common/sm90_ptx.cuh assembles.
+kernel (plain and swap-AB); every helper of templates/common/sm90_ptx.cuh assembles.
 GPU (`gpu` marker, an H200): JIT-builds the kernels, runs them on random FP8 operands with random per-block scales
-at three grouping shapes and both tile configurations, compares with float32 torch math on the dequantised operands,
+at three grouping shapes and all four tile configurations (BM 128 / 64, swap-AB 16 / 32 tokens), compares with float32 torch math on the dequantised operands,
 prints TFLOP/s (cold L2); then the whole MoE on this path against the definition's reference at 8 contest sizes.
 
     /work/venv/bin/python -m pytest -s -v tests/test_kernel_fused_moe_wgmma.py
@@ -30,6 +30,7 @@ BINDING = MOE_DIR / "moe_wgmma_binding.cpp"
 HEADERS = [MOE_DIR / "moe_wgmma.cuh", MOE_DIR / "moe_wgmma_api.h", COMMON_DIR / "sm90_ptx.cuh"]
 ARCH = "-gencode=arch=compute_90a,code=sm_90a"
 GEMM_KERNEL = "grouped_gemm_kernel"
+SWAP_KERNEL = "grouped_gemm_swap_kernel"
 
 H, I, E = 7168, 2048, 32  # hidden, intermediate, local experts
 DEVICE = "cuda"  # a CPU dry run of the test logic (with a torch stand-in for the kernels) may change it
@@ -93,7 +94,8 @@ def test_wgmma_kernels_compile_for_sm90a_without_spills(compiled):
     for name, info in entries.items():
         print(f"  {name}: {info}")
     gemms = [n for n in entries if GEMM_KERNEL in n]
-    assert len(gemms) == 6 and any("gather_rows_kernel" in n for n in entries), list(entries)
+    swaps = [n for n in entries if SWAP_KERNEL in n]
+    assert len(gemms) == 6 and len(swaps) == 6 and any("gather_rows_kernel" in n for n in entries), list(entries)
     for name, info in entries.items():
         assert info.get("spill_stores") == 0 and info.get("spill_loads") == 0 and info.get("stack") == 0, (name, info)
     assert "warning" not in log.lower(), log  # e.g. ptxas serialising wgmma ("Potential Performance Loss")
@@ -127,6 +129,12 @@ def test_wgmma_kernels_sass_uses_qgmma_tma_mbarriers_setmaxnreg(compiled):
         two_consumers = "kernelILi2E" in name  # BM = 128: the producer/consumer register split
         assert (ops["USETMAXREG"] >= 2) == two_consumers, (name, ops)
         assert ops["HMMA"] == 0, (name, ops)  # no mma.sync fallback
+    swaps = {n: ops for n, ops in seen.items() if SWAP_KERNEL in n}
+    assert len(swaps) == 6, list(seen)
+    for name, ops in swaps.items():
+        swiglu = "EpiE2E" in name  # two accumulators (x1, x2): 8 wgmma per K block
+        assert ops["QGMMA"] == (8 if swiglu else 4) and ops["UTMALDG"] == (4 if swiglu else 3), (name, ops)
+        assert ops["SYNCS"] > 0 and ops["USETMAXREG"] >= 2 and ops["HMMA"] == 0, (name, ops)
 
 
 # Every helper of templates/common/sm90_ptx.cuh in one dummy kernel (never run): each must assemble for sm_90a, so a
@@ -368,7 +376,7 @@ def test_wgmma_grouped_gemms_match_fp32_reference_on_gpu():
     assert not FAILURES, "\n".join(FAILURES)
 
 
-TILES = {0: "BM=128", 1: "BM=64"}
+TILES = {0: "BM=128", 1: "BM=64", 2: "swap-AB 16 tokens", 3: "swap-AB 32 tokens"}
 
 
 def _check_all(ext, reps):
