@@ -73,7 +73,9 @@ __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t arrivals) {
 }
 // Makes mbarrier.init visible to the async proxy (TMA completes on the barrier) and to the other threads once
 // followed by a CTA barrier (__syncthreads).
-__device__ __forceinline__ void mbar_fence_init() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+__device__ __forceinline__ void mbar_fence_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
 __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
@@ -289,7 +291,9 @@ __device__ __forceinline__ void setmaxnreg_dec() {
 // Programmatic dependent launch: wait until the preceding grid's memory is visible (a no-op when the kernel was
 // not launched with the programmatic-serialization attribute); let the next grid start its prologue.
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
-__device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
+__device__ __forceinline__ void pdl_launch_dependents() {
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+}
 
 // Barrier `id` (1..15; 0 is __syncthreads) over `threads` threads (a multiple of 32).
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {

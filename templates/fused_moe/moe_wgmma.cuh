@@ -194,7 +194,8 @@ __global__ void __launch_bounds__(128 * (kConsumers + 1), 1)
           sm90::tma_load_2d(base + C::kOffSfa + stage * C::kSfaPitch, &tm_sfa, full, t.row0, kb);
           const uint32_t b_dst = base + C::kOffB + stage * C::kBBytes;
           sm90::tma_load_2d(b_dst, &tm_b, full, kb * 128, b_row);
-          if constexpr (C::kSwiGlu) sm90::tma_load_2d(b_dst + C::kBoxB * 128, &tm_b, full, kb * 128, b_row + args.n / 2);
+          if constexpr (C::kSwiGlu)
+            sm90::tma_load_2d(b_dst + C::kBoxB * 128, &tm_b, full, kb * 128, b_row + args.n / 2);
           if (++stage == kStages) stage = 0, phase ^= 1;
         }
       }

@@ -32,7 +32,8 @@ void gemm(int64_t kind, torch::Tensor a, torch::Tensor sfa, torch::Tensor b, tor
   const int64_t rows = a.size(0), k = a.size(1), groups = b.size(0), n = b.size(1);
   TORCH_CHECK(b.size(2) == k && k % 128 == 0 && n % 128 == 0, "b must be [groups, n, k] with k, n multiples of 128");
   TORCH_CHECK(sfa.size(0) == k / 128 && sfa.size(1) >= rows && sfa.size(1) % 4 == 0, "sfa must be [k/128, ld>=rows]");
-  TORCH_CHECK(sfb.size(0) == groups && sfb.size(1) == n / 128 && sfb.size(2) == k / 128, "sfb must be [g, n/128, k/128]");
+  TORCH_CHECK(sfb.size(0) == groups && sfb.size(1) == n / 128 && sfb.size(2) == k / 128,
+              "sfb must be [g, n/128, k/128]");
   TORCH_CHECK(counts.numel() == groups && offsets.numel() == groups && groups <= 32, "counts/offsets: [groups <= 32]");
   GroupedGemm p{a.data_ptr(), static_cast<int>(rows), sfa.data_ptr<float>(), static_cast<int>(sfa.size(1)),
                 b.data_ptr(), sfb.data_ptr<float>(), static_cast<int>(groups), static_cast<int>(n),
@@ -40,7 +41,7 @@ void gemm(int64_t kind, torch::Tensor a, torch::Tensor sfa, torch::Tensor b, tor
                 static_cast<int>(out.size(1)), nullptr, 0, nullptr};
   const c10::cuda::CUDAGuard guard(a.device());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  TORCH_CHECK(tile == 0 || tile == 1, "tile: 0 (BM 128) or 1 (BM 64)");
+  TORCH_CHECK(tile >= 0 && tile <= 3, "tile: 0 (BM 128), 1 (BM 64), 2 / 3 (swap-AB, 16 / 32 tokens)");
   const auto t = static_cast<fused_moe::wg::Tile>(tile);
   cudaError_t err = cudaErrorInvalidValue;
   if (kind == 0) {
@@ -94,7 +95,7 @@ void forward(torch::Tensor logits, torch::Tensor bias, torch::Tensor x, torch::T
              torch::Tensor w1_scale, torch::Tensor w2, torch::Tensor w2_scale, int64_t local_offset, double scaling,
              torch::Tensor out, int64_t tile) {
   using namespace fused_moe;
-  TORCH_CHECK(tile == 0 || tile == 1, "tile: 0 (BM 128) or 1 (BM 64)");
+  TORCH_CHECK(tile >= 0 && tile <= 3, "tile: 0 (BM 128), 1 (BM 64), 2 / 3 (swap-AB, 16 / 32 tokens)");
   const int64_t T = x.size(0);
   auto check = [](const torch::Tensor& t, at::ScalarType type, std::vector<int64_t> shape, const char* name) {
     TORCH_CHECK(t.is_cuda() && t.scalar_type() == type && t.sizes() == c10::IntArrayRef(shape) && t.is_contiguous(),
@@ -130,7 +131,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("offsets"), py::arg("out"), py::arg("out_scale") = py::none(), py::arg("row_weight") = py::none(),
         py::arg("tile") = 0);
   m.def("gather", &gather, "rows of x (and their scales) in expert order");
-  m.def("forward", &forward, "DeepSeek-V3 FP8 block-scale MoE on the wgmma path (32 local experts), destination-passing",
+  m.def("forward", &forward, "DeepSeek-V3 FP8 block-scale MoE on the wgmma path (32 local experts), DPS",
         py::arg("routing_logits"), py::arg("routing_bias"), py::arg("hidden_states"), py::arg("hidden_states_scale"),
         py::arg("gemm1_weights"), py::arg("gemm1_weights_scale"), py::arg("gemm2_weights"),
         py::arg("gemm2_weights_scale"), py::arg("local_expert_offset"), py::arg("routed_scaling_factor"),

@@ -7,6 +7,7 @@
 #include "moe_routing.cuh"
 #include "moe_gemm_large.cuh"  // combine_kernel
 #include "moe_wgmma.cuh"
+#include "moe_wgmma_swap.cuh"
 #include "moe_wgmma_api.h"
 
 namespace fused_moe {
@@ -16,8 +17,11 @@ namespace {
 // Tile configurations (both one CTA per SM, BN = 128):
 //  kTile128: two consumer warpgroups, BM = 128, 6 stages of 32.5 KB (197 KB of shared memory);
 //  kTile64:  one consumer warpgroup,  BM = 64,  8 stages of 24.25 KB (195 KB): less waste when experts get few rows.
+//  kSwap16 / kSwap32: swap-AB (moe_wgmma_swap.cuh), 16 / 32 tokens per tile, 128 weight rows per unit; 6 stages
+//  (SwiGLU: 2 x 16 KB of weights each) or 10 (one 16 KB weight box each).
 constexpr int kBN = 128;
 constexpr int kStages128 = 6, kStages64 = 8;
+constexpr int kSwapStagesSwiGlu = 6, kSwapStagesPlain = 10;
 
 int num_sms() {
   static const int n = [] {
@@ -59,10 +63,42 @@ cudaError_t launch(const GroupedGemm& p, cudaStream_t stream) {
 
 }  // namespace
 
+template <int kNT, int kStages, Epi kEpi>
+cudaError_t launch_swap(const GroupedGemm& p, cudaStream_t stream) {
+  using C = SwapConfig<kNT, kStages, kEpi>;
+  if (p.groups < 1 || p.groups > kMaxGroups || p.k % 128 != 0 || p.n % (C::kSwiGlu ? 256 : 128) != 0 ||
+      p.sfa_ld % 4 != 0 || p.sfa_ld < p.a_rows || p.a_rows < 1 || !aligned16(p.a) || !aligned16(p.b) ||
+      !aligned16(p.sfa))
+    return cudaErrorInvalidValue;
+  CUtensorMap tm_t, tm_sfa, tm_w;
+  const int k_blocks = p.k / 128;
+  bool ok = sm90::encode_tma_2d(&tm_t, CU_TENSOR_MAP_DATA_TYPE_UINT8, p.a, p.k, p.a_rows, p.k, 128, kNT,
+                                CU_TENSOR_MAP_SWIZZLE_128B);
+  ok = ok && sm90::encode_tma_2d(&tm_sfa, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, p.sfa, p.a_rows, k_blocks,
+                                 static_cast<uint64_t>(p.sfa_ld) * 4, kNT, 1, CU_TENSOR_MAP_SWIZZLE_NONE);
+  ok = ok && sm90::encode_tma_2d(&tm_w, CU_TENSOR_MAP_DATA_TYPE_UINT8, p.b, p.k,
+                                 static_cast<uint64_t>(p.groups) * p.n, p.k, 128, C::kWRows,
+                                 CU_TENSOR_MAP_SWIZZLE_128B);
+  if (!ok) return cudaErrorInvalidValue;
+  auto kernel = grouped_gemm_swap_kernel<kNT, kStages, kEpi>;
+  static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
+  if (attr != cudaSuccess) return attr;
+  const GemmArgs args{p.counts, p.offsets, p.groups, p.n, k_blocks, p.sfb, p.out, p.ldo, p.out_scale, p.out_scale_ld,
+                      p.row_weight};
+  kernel<<<num_sms(), C::kThreads, C::kSmem, stream>>>(tm_t, tm_sfa, tm_w, args);
+  return cudaGetLastError();
+}
+
 template <Epi kEpi>
 cudaError_t launch_tile(const GroupedGemm& p, Tile tile, cudaStream_t stream) {
-  if (tile == Tile::kTile64) return launch<1, kBN, kStages64, kEpi>(p, stream);
-  return launch<2, kBN, kStages128, kEpi>(p, stream);
+  constexpr int kSwapStages = kEpi == Epi::kSwiGluFp8 ? kSwapStagesSwiGlu : kSwapStagesPlain;
+  switch (tile) {
+    case Tile::kTile128: return launch<2, kBN, kStages128, kEpi>(p, stream);
+    case Tile::kTile64: return launch<1, kBN, kStages64, kEpi>(p, stream);
+    case Tile::kSwap16: return launch_swap<16, kSwapStages, kEpi>(p, stream);
+    case Tile::kSwap32: return launch_swap<32, kSwapStages, kEpi>(p, stream);
+  }
+  return cudaErrorInvalidValue;
 }
 
 cudaError_t gemm1_swiglu_fp8(const GroupedGemm& p, cudaStream_t stream, Tile tile) {
@@ -124,10 +160,14 @@ cudaError_t moe_forward(const LaunchArgs& a, cudaStream_t stream, Tile tile) {
 }
 
 const char* config_summary() {
-  static char text[200];
-  std::snprintf(text, sizeof(text), "tile 0: BM=128 BN=%d stages=%d smem=%d B; tile 1: BM=64 BN=%d stages=%d smem=%d B",
+  static char text[400];
+  std::snprintf(text, sizeof(text),
+                "tile 0: BM=128 BN=%d stages=%d smem=%d B; tile 1: BM=64 BN=%d stages=%d smem=%d B; "
+                "tile 2/3: swap-AB 16/32 tokens x 128 weight rows, stages %d (SwiGLU, smem %d/%d B) / %d (plain)",
                 kBN, kStages128, WgConfig<2, kBN, kStages128, Epi::kSwiGluFp8>::kSmem, kBN, kStages64,
-                WgConfig<1, kBN, kStages64, Epi::kSwiGluFp8>::kSmem);
+                WgConfig<1, kBN, kStages64, Epi::kSwiGluFp8>::kSmem, kSwapStagesSwiGlu,
+                SwapConfig<16, kSwapStagesSwiGlu, Epi::kSwiGluFp8>::kSmem,
+                SwapConfig<32, kSwapStagesSwiGlu, Epi::kSwiGluFp8>::kSmem, kSwapStagesPlain);
   return text;
 }
 
