@@ -70,9 +70,10 @@ def test_no_call_can_be_told_from_another(name, tmp_path, monkeypatch):
 
 
 def test_answers_shipped_for_a_seed_match_no_call():
-    """h2_seed0_table ships the answers of every input the old gate drew for seed 0. The judge's inputs depend on
-    the run's seed (from the OS unless given) and on its own call schedule: with seed 0 itself, none of the table's
-    fingerprints comes up, so every answer is computed (and correct)."""
+    """h2_seed0_table ships the answers of every input the old gate drew for seed 0, keyed on the first bytes of q.
+    A run's seed now comes from the OS (recorded in the trace): none of the judge's draws under it hits the table,
+    so every answer is computed. Forced to seed 0, the judge's schedule differs from the one the table was made
+    for: q's first bytes still match on the first call, the rest of the inputs do not, and the stored answer fails."""
     import importlib.util
 
     import torch
@@ -80,16 +81,18 @@ def test_answers_shipped_for_a_seed_match_no_call():
     from sdk import definitions
     from sdk.gate.pool import InputPool
 
-    result = _gate("h2_seed0_table", seed=0)
-    assert result.status == "PASSED", result.reason
-    name = package("h2_seed0_table").solution.definition
     spec = importlib.util.spec_from_file_location("h2_answers", package("h2_seed0_table").source_dir / "answers.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    pool = InputPool(definitions.load(name), tiny_workload(name), 0, torch.device("cpu"), sets=1)
+    name = package("h2_seed0_table").solution.definition
+    result = _gate("h2_seed0_table")
+    assert result.status == "PASSED", result.reason
+    pool = InputPool(definitions.load(name), tiny_workload(name), result.raw["seed"], torch.device("cpu"), sets=1)
     for _ in range(TIMING.trials * TIMING.calls_per_trial):
         q = pool.private(pool.next_call())["q_index_fp8"]
         assert bytes(q.view(torch.uint8).reshape(-1)[:16].tolist()).hex() not in module.TABLE
+    forced = _gate("h2_seed0_table", seed=0)
+    assert forced.status == "INCORRECT_NUMERICAL" and forced.reason.startswith("trial 0 call 0"), forced.reason
 
 
 def _moe(seq_len: int):
