@@ -206,7 +206,8 @@ def _register(module: str, name: str) -> None:
 
 
 for _module, _name in ((".report.commands", "report"), (".submit.commands", "submit"),
-                      (".agent.commands", "regenerate"), (".agent.commands", "ledger")):
+                      (".agent.commands", "regenerate"), (".agent.commands", "ledger"),
+                      (".agent.mcp_server", "mcp")):
     _register(_module, _name)
 
 
