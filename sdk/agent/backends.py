@@ -218,6 +218,8 @@ class LiteLLMBackend:
             raise BadInputError("the litellm backend needs --model (e.g. anthropic/claude-..., openai/gpt-...)")
         self.model, self.timeout_s, self.max_retries, self.backoff_s = model, timeout_s, max_retries, backoff_s
         self.temperature, self.seed, self.max_tokens, self.api_base = temperature, seed, max_tokens, api_base
+        if api_key is None and api_base and model.startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
+            api_key = os.environ.get("FIB_SDK_API_KEY") or "no-key"  # local OpenAI-compatible servers want one
         self.api_key = api_key
         self.prices, self.sleep, self.clock, self._completion, self._litellm = prices, sleep, clock, completion, None
 

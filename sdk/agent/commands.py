@@ -50,6 +50,8 @@ def loop_options(func):
         click.option("--templates-root", type=PATH, default=None, help="Folder of templates (default templates/)."),
         click.option("--workloads", multiple=True, help="Workload uuid prefixes for gate and bench (repeat or "
                      "comma-separate; default 4 representative ones, small to large)."),
+        click.option("--workloads-file", type=PATH, help="Workloads JSONL (contest trace lines) to use instead of "
+                     "the official set, e.g. small ones for --cpu-gate."),
         click.option("--trials", type=int, default=3, show_default=True, help="Gate trials per workload."),
         click.option("--cpu-gate", is_flag=True, help="Without a GPU, gate the torch fallback on the CPU "
                      "(never timed)."),
@@ -68,6 +70,8 @@ def loop_options(func):
                      help="Deadline of one model call, its retries included."),
         click.option("--max-retries", type=int, default=3, show_default=True,
                      help="Retries of a transient model error (the client's own retries are off)."),
+        click.option("--retry-backoff-s", type=float, default=2.0, show_default=True,
+                     help="First back-off before a retry (doubles each time, within --timeout-s)."),
     ]
     for option in reversed(options):
         func = option(func)
@@ -113,12 +117,14 @@ def build_config(definitions: list[str], opts: dict):
         compile_jobs=opts["compile_jobs"], policy=opts["policy"], references=list(opts["references"]),
         redirect=opts["redirect"], promote_to=opts["promote_to"], promote_name=opts["promote_name"],
         min_gain=opts["min_gain"], compile_check=opts["compile_check"], profile=opts["profile"],
-        replay_from=opts["replay_from"], timeout_s=opts["timeout_s"], max_retries=opts["max_retries"])
+        replay_from=opts["replay_from"], timeout_s=opts["timeout_s"], max_retries=opts["max_retries"],
+        retry_backoff_s=opts["retry_backoff_s"], workloads_file=opts["workloads_file"])
 
 
 def run_and_report(config) -> dict:
+    from .hooks import Hooks
     from .loop import MODEL_BACKENDS, run
-    summary = run(config)
+    summary = run(config, hooks=Hooks(workloads_file=config.workloads_file))
     rows = []
     for d in summary["definitions"]:
         best = d["best"] or {}

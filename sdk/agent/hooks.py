@@ -36,9 +36,10 @@ class GateOutcome:
 
 
 class Hooks:
-    def __init__(self, timing: dict | None = None, timeout_s: float = 300.0):
+    def __init__(self, timing: dict | None = None, timeout_s: float = 300.0, workloads_file: Path | None = None):
         self.timing = dict(SEARCH_TIMING if timing is None else timing)
         self.timeout_s = timeout_s
+        self.workloads_file = Path(workloads_file) if workloads_file else None  # instead of the official set
 
     def gpu(self) -> str | None:
         """Device name when a CUDA GPU is usable, else None."""
@@ -59,14 +60,23 @@ class Hooks:
             return ["cuda:0"]
 
     def workloads(self, definition: str, keys: list[str] | None, count: int = 4) -> list:
-        from .. import workloads as wl
+        pool = self.all_workloads(definition)
         if keys:
-            return wl.select(definition, keys)
-        return representative(list(wl.load(definition)), count)
+            chosen = []
+            for key in keys:
+                hits = [w for w in pool if w.uuid.startswith(key)]
+                if len(hits) != 1:
+                    from ..errors import BadInputError
+                    raise BadInputError(f"workload key {key!r} matches {len(hits)} workloads of {definition}")
+                chosen.append(hits[0])
+            return chosen
+        return representative(pool, count)
 
     def all_workloads(self, definition: str) -> list:
-        """Every workload a tool may name by uuid prefix (the official set)."""
+        """Every workload a tool may name by uuid prefix: the official set, or the workloads file's."""
         from .. import workloads as wl
+        if self.workloads_file is not None:
+            return wl.parse_jsonl(self.workloads_file, definition)
         return list(wl.load(definition))
 
     def gate(self, solution, definition: str, workloads: list, *, trials: int, seed: int, timed: bool = True,

@@ -71,6 +71,7 @@ class RunConfig:
     templates_root: Path = render.TEMPLATES
     workloads: list[str] = field(default_factory=list)
     workload_count: int = 4
+    workloads_file: Path | None = None  # workloads JSONL instead of the official set
     trials: int = 3
     policy: Path | None = None
     references: list[Path] = field(default_factory=list)
@@ -84,6 +85,7 @@ class RunConfig:
     replay_from: Path | None = None
     timeout_s: float = 180.0           # deadline of one model call, retries included
     max_retries: int = 3
+    retry_backoff_s: float = 2.0       # first back-off; doubles per retry
     skills_root: Path = sk.SKILLS
     api_base: str | None = None
     script: Path | None = None         # --backend scripted
@@ -135,7 +137,8 @@ def make_backend(config: RunConfig) -> object:
         return B.OfflineBackend(config.seed)
     if config.backend == "litellm":
         return B.LiteLLMBackend(config.model or "", timeout_s=config.timeout_s, max_retries=config.max_retries,
-                                seed=config.seed, api_base=config.api_base, temperature=config.temperature)
+                                backoff_s=config.retry_backoff_s, seed=config.seed, api_base=config.api_base,
+                                temperature=config.temperature)
     if config.backend == "scripted":
         if config.script is None:
             raise BadInputError("the scripted backend needs --script FILE (see sdk/agent/script.py)")
@@ -170,7 +173,7 @@ class Loop:
         self.config = config
         self.run_dir = Path(config.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.hooks = hooks or Hooks()
+        self.hooks = hooks or Hooks(workloads_file=config.workloads_file)
         self.backend = backend or make_backend(config)
         self.run_id = uuid.uuid4().hex
         self.ledger = Ledger(self.run_dir, self.run_id)

@@ -107,20 +107,23 @@ def build_server(service):
 @click.option("--agent", default="mcp-client", show_default=True, help="Name recorded for the external agent.")
 @click.option("--workloads", multiple=True, help="Workload uuid prefixes for the final gate (default: 4 "
               "representative ones per definition).")
+@click.option("--workloads-file", type=click.Path(path_type=Path), default=None,
+              help="Workloads JSONL (contest trace lines) instead of the official set.")
 @click.option("--trials", type=int, default=3, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--cpu-gate", is_flag=True, help="Without a GPU, gate the torch fallback on the CPU.")
 @click.option("--compile-check", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True)
 @click.option("--templates-root", type=click.Path(path_type=Path), default=None)
 @click.option("--policy", type=click.Path(path_type=Path), default=None)
-def mcp(run_dir, agent, workloads, trials, seed, cpu_gate, compile_check, templates_root, policy):
+def mcp(run_dir, agent, workloads, workloads_file, trials, seed, cpu_gate, compile_check, templates_root, policy):
     """Serve the SDK's gated kernel tools to an external coding agent over MCP (stdio)."""
     from .. import render
     from .loop import RunConfig
     from .service import AgentService
 
     keys = [k.strip() for value in workloads for k in value.split(",") if k.strip()]
-    config = RunConfig(run_dir=run_dir, workloads=keys, trials=trials, seed=seed, cpu_gate=cpu_gate,
+    config = RunConfig(run_dir=run_dir, workloads=keys, workloads_file=workloads_file, trials=trials, seed=seed,
+                       cpu_gate=cpu_gate,
                        compile_check=compile_check, templates_root=templates_root or render.TEMPLATES, policy=policy,
                        backend=f"mcp:{agent}")
     try:

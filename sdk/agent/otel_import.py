@@ -164,6 +164,8 @@ def import_usage(run_dir: str | Path, export: str | Path, agent: str | None = No
             continue
         known.add(key)
         cid, definition = attrs.get("fib_sdk.candidate_id"), attrs.get("fib_sdk.definition")
+        if cid is not None and definition is None:
+            definition = next((d for _, c, d in starts if c == cid), None)
         if cid is None and start is not None:
             before = [s for s in starts if s[0] <= start]
             if before:

@@ -141,8 +141,18 @@ def _apply_file(text: str | None, patch: FilePatch) -> str | None:
             raise PatchError(f"{patch.name}: hunk {number} of {len(patch.hunks)} (@@ -{hunk.old_start} @@) does not "
                              f"apply: its old lines were not found in the file, starting with:\n{shown}\n"
                              f"Re-read the file (read_file) and send the hunk with the file's exact lines.")
-        lines[at:at + len(hunk.old)] = hunk.new
-        offset += len(hunk.new) - len(hunk.old)
+        # context lines keep the file's own text (they may differ from the hunk's in trailing whitespace)
+        replacement, cursor = [], at
+        for op, text in hunk.lines:
+            if op == " ":
+                replacement.append(lines[cursor])
+                cursor += 1
+            elif op == "-":
+                cursor += 1
+            else:
+                replacement.append(text)
+        lines[at:at + len(hunk.old)] = replacement
+        offset += len(replacement) - len(hunk.old)
     return "\n".join(lines) + ("\n" if trailing_newline or text is None else "")
 
 

@@ -41,7 +41,7 @@ class AgentService:
         self.config = config or RunConfig(run_dir=Path(run_dir))
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.hooks = hooks or Hooks()
+        self.hooks = hooks or Hooks(workloads_file=self.config.workloads_file)
         self.agent = agent
         self.ledger = Ledger(self.run_dir, uuid.uuid4().hex)
         self.lineage_path = self.run_dir / "candidates.jsonl"
