@@ -191,3 +191,16 @@ def test_turn_and_candidate_token_budgets_end_a_candidate(tmp_path):
     [record] = jsonl.read(tmp_path / "t" / "run" / "candidates.jsonl")
     assert record["session"]["reason"].startswith("candidate token budget: the next call needs ~")
     assert record["session"]["turns"] == 0 and len(fake.calls) == 1  # the brief alone is over 5000 tokens
+
+
+def test_calls_in_flight_hold_their_share_of_the_run_budget():
+    from sdk.agent.session import Budgets, RunBudgetExhausted
+    used = {"tokens": 0}
+    budgets = Budgets(lambda cid: used["tokens"], run_tokens=20_000, max_output_tokens=4000)
+    first, second = object(), object()
+    assert budgets.reserve(first, 9000) == 4000          # holds 13000 until released
+    with pytest.raises(RunBudgetExhausted, match="7000 of 20000 left, 13000 held by calls in flight"):
+        budgets.reserve(second, 9000)
+    used["tokens"] = 9500                                 # the first call finished: its real usage is recorded
+    budgets.release(first)
+    assert budgets.reserve(second, 9000) == 20_000 - 9500 - 9000

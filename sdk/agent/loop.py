@@ -253,19 +253,23 @@ class Loop:
         prompt, template_ref = prompting.render(role, {**context, "skills": chosen})
         request = B.Request(role, phase, prompt, context, candidate_id=candidate_id)
         estimate = estimate_tokens(request.chat_messages())
+        ticket = object()
         try:
-            request.max_tokens = self.budgets.allowance(estimate)
+            request.max_tokens = self.budgets.reserve(ticket, estimate)
         except RunBudgetExhausted as exc:
             raise StopRun(str(exc)) from None
         t_start = time.time()
         try:
-            reply = self.backend.complete(request)
-        except B.ModelCallError as exc:
-            self._record(request=request, state=state, iteration=iteration, t_start=t_start, error=exc,
+            try:
+                reply = self.backend.complete(request)
+            except B.ModelCallError as exc:
+                self._record(request=request, state=state, iteration=iteration, t_start=t_start, error=exc,
+                             skills=chosen, template_ref=template_ref, estimate=estimate)
+                raise StopRun(f"{role} call failed: {exc}") from None
+            self._record(request=request, state=state, iteration=iteration, t_start=t_start, reply=reply,
                          skills=chosen, template_ref=template_ref, estimate=estimate)
-            raise StopRun(f"{role} call failed: {exc}") from None
-        self._record(request=request, state=state, iteration=iteration, t_start=t_start, reply=reply, skills=chosen,
-                     template_ref=template_ref, estimate=estimate)
+        finally:
+            self.budgets.release(ticket)  # after the usage is in the ledger
         try:
             payload = parse.json_payload(reply.text)
         except BadInputError:

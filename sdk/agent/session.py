@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -33,12 +34,17 @@ class RunBudgetExhausted(Exception):
 
 @dataclass
 class Budgets:
-    """Run-level budgets shared by every call of the run; per-candidate ones live in SessionLimits."""
+    """Run-level budgets shared by every call of the run; per-candidate ones live in SessionLimits.
+
+    With several candidates in flight, a call reserves what it may use (its prompt estimate plus its output cap)
+    until its usage is in the ledger, so concurrent calls cannot together overrun the run's token budget."""
     tokens_used: Callable[[str | None], int]
     run_tokens: int | None = None
     wall_s: float | None = None
     started: float = field(default_factory=time.monotonic)
     max_output_tokens: int | None = 8192
+    _reserved: dict = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def check_wall(self) -> None:
         elapsed = time.monotonic() - self.started
@@ -48,19 +54,36 @@ class Budgets:
     def allowance(self, estimate: int, candidate_id: str | None = None, candidate_tokens: int | None = None,
                   ) -> int | None:
         """The max_tokens for the next call (None: no cap), or raise when the call could overrun a budget."""
-        self.check_wall()
-        cap = self.max_output_tokens
-        for scope, budget, used in (("run", self.run_tokens, lambda: self.tokens_used(None)),
-                                    ("candidate", candidate_tokens, lambda: self.tokens_used(candidate_id))):
-            if budget is None:
-                continue
-            left = budget - used()
-            if estimate + MIN_OUTPUT_TOKENS > left:
-                message = (f"{scope} token budget: the next call needs ~{estimate} prompt tokens (estimate) + "
-                           f"{MIN_OUTPUT_TOKENS} output, {max(left, 0)} of {budget} left")
-                raise (RunBudgetExhausted if scope == "run" else CandidateBudgetExhausted)(message)
-            cap = min(cap, left - estimate) if cap is not None else left - estimate
+        ticket = object()
+        cap = self.reserve(ticket, estimate, candidate_id, candidate_tokens)
+        self.release(ticket)
         return cap
+
+    def reserve(self, ticket, estimate: int, candidate_id: str | None = None, candidate_tokens: int | None = None,
+                ) -> int | None:
+        """Like allowance, and hold estimate + cap against the run budget until release(ticket)."""
+        self.check_wall()
+        with self._lock:
+            cap = self.max_output_tokens
+            in_flight = sum(self._reserved.values())
+            for scope, budget, used in (("run", self.run_tokens, lambda: self.tokens_used(None) + in_flight),
+                                        ("candidate", candidate_tokens, lambda: self.tokens_used(candidate_id))):
+                if budget is None:
+                    continue
+                left = budget - used()
+                if estimate + MIN_OUTPUT_TOKENS > left:
+                    held = f", {in_flight} held by calls in flight" if scope == "run" and in_flight else ""
+                    message = (f"{scope} token budget: the next call needs ~{estimate} prompt tokens (estimate) + "
+                               f"{MIN_OUTPUT_TOKENS} output, {max(left, 0)} of {budget} left{held}")
+                    raise (RunBudgetExhausted if scope == "run" else CandidateBudgetExhausted)(message)
+                cap = min(cap, left - estimate) if cap is not None else left - estimate
+            if self.run_tokens is not None:
+                self._reserved[ticket] = estimate + (cap or 0)
+            return cap
+
+    def release(self, ticket) -> None:
+        with self._lock:
+            self._reserved.pop(ticket, None)
 
 
 class CandidateBudgetExhausted(Exception):
@@ -104,8 +127,9 @@ class ToolSession:
                 outcome.reason = f"turn budget reached ({self.limits.max_turns} model turns)"
                 return outcome
             estimate = estimate_tokens(self.messages, self.tools)
+            ticket = object()
             try:
-                max_tokens = self.budgets.allowance(estimate, cid, self.limits.candidate_tokens)
+                max_tokens = self.budgets.reserve(ticket, estimate, cid, self.limits.candidate_tokens)
             except RunBudgetExhausted as exc:
                 outcome.reason, outcome.stop_run = str(exc), str(exc)
                 return outcome
@@ -119,6 +143,8 @@ class ToolSession:
                 outcome.reason = outcome.model_error = f"coder call failed: {exc}"
                 outcome.stop_run = outcome.reason
                 return outcome
+            finally:
+                self.budgets.release(ticket)  # the call's usage is in the ledger now (or it failed)
             outcome.turns += 1
             self.messages.append(reply.message())
             sent = len(self.messages)
