@@ -168,3 +168,13 @@ def test_a_scripted_patch_run_replays_byte_for_byte(tmp_path):
     assert [{k: r[k] for k in keys} for r in b] == [{k: r[k] for k in keys} for r in a]
     src = tmp_path / "b" / "candidates" / "c0001" / "package" / "solution" / "python" / "toy_kernel.cuh"
     assert "// scripted: restrict-qualified" in src.read_text()
+
+
+def test_list_files_names_every_readable_path(tmp_path):
+    from sdk.agent.skills import SKILLS
+    box = toolbox(tmp_path, skills_root=SKILLS, references={"notes.md": "radix select"})
+    text = box.call("list_files", {}).text
+    assert "- main.py: " in text and "template/NAME (main.py.j2, template.toml, toy_kernel.cu.j2" in text
+    assert "dsa-domain" in text and "references/NAME (notes.md)" in text
+    assert box.call("read_file", {"path": "references/notes.md"}).text.endswith("radix select")
+    assert box.call("read_file", {"path": "main.py", "start_line": 500}).text.startswith("error: main.py has ")

@@ -118,7 +118,9 @@ def build_config(definitions: list[str], opts: dict):
         redirect=opts["redirect"], promote_to=opts["promote_to"], promote_name=opts["promote_name"],
         min_gain=opts["min_gain"], compile_check=opts["compile_check"], profile=opts["profile"],
         replay_from=opts["replay_from"], timeout_s=opts["timeout_s"], max_retries=opts["max_retries"],
-        retry_backoff_s=opts["retry_backoff_s"], workloads_file=opts["workloads_file"])
+        retry_backoff_s=opts["retry_backoff_s"],
+        workloads_file=opts["workloads_file"] or (Path(recorded["workloads_file"]) if recorded.get("workloads_file")
+                                                  else None))
 
 
 def run_and_report(config) -> dict:

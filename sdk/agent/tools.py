@@ -185,9 +185,12 @@ class ToolBox:
                  f"{json.dumps(self.ws.params, sort_keys=True)}; changed from that point: "
                  f"{', '.join(self.ws.changed_files()) or 'nothing'}"]
         lines += [f"- {n}: {len(t)} chars, {t.count(chr(10))} lines" for n, t in files.items()]
+        skills = sorted(p.stem for p in Path(self.env.skills_root).glob("*.md") if p.name != "README.md") \
+            if self.env.skills_root else []
         lines.append("Other paths: parent/NAME, template/NAME (" + ", ".join(self._template_files()) + "), "
                      "definition/reference.py, definition/definition.json, definition/workloads.txt, "
-                     "evidence/committed.md, skills/NAME.md")
+                     "evidence/committed.md, skills/NAME.md (" + ", ".join(skills) + ")"
+                     + (", references/NAME (" + ", ".join(self.env.references) + ")" if self.env.references else ""))
         return ToolResult(True, "\n".join(lines), {"files": sorted(files)})
 
     def _template_files(self) -> list[str]:
@@ -241,6 +244,8 @@ class ToolBox:
         lines = self._resolve(path).splitlines(keepends=True)
         total = len(lines)
         end = min(total, end_line or total)
+        if start_line < 1 or start_line > max(total, 1) or end < start_line - (total == 0):
+            raise BadInputError(f"{path} has {total} lines: lines {start_line}-{end_line or 'end'} are not in it")
         out, size, last = [], 0, start_line - 1
         for number in range(start_line, end + 1):
             line = lines[number - 1]
