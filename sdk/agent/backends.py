@@ -76,11 +76,12 @@ class Reply:
     tool_calls: list[ToolCall] = field(default_factory=list)
 
     def message(self) -> dict:
-        """The assistant message to append to the conversation."""
-        out = {"role": "assistant", "content": self.text or None}
-        if self.tool_calls:
-            out["tool_calls"] = [c.as_message() for c in self.tool_calls]
-        return out
+        """The assistant message to append to the conversation (providers reject one with neither text nor
+        tool calls, so an empty reply is kept as a placeholder text)."""
+        if not self.tool_calls:
+            return {"role": "assistant", "content": self.text or "(empty reply)"}
+        return {"role": "assistant", "content": self.text or None,
+                "tool_calls": [c.as_message() for c in self.tool_calls]}
 
 
 class ModelCallError(RuntimeError):
