@@ -31,7 +31,7 @@ ROOT = Path(__file__).parent
 TORCH = os.environ.get("FIB_TORCH_SPEC", "torch==2.13.0")
 FLASHINFER_BENCH = "flashinfer-bench==0.1.2"
 SHARED_ENV = Path(os.environ.get("FIB_SDK_NOX_ENV", ROOT / ".nox" / "sdk"))
-SHARED_EXTRAS = "test"
+SHARED_EXTRAS = "test,agent"  # agent: the real-litellm HTTP and MCP tests run in CI
 STAMP = "fib-sdk-installed.txt"
 # what `python -m sdk` imports; a Python without these cannot run the SDK in place
 SDK_IMPORTS = "import click, jinja2, tabulate, pydantic, safetensors, torch, flashinfer_bench.data"

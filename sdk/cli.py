@@ -31,6 +31,8 @@ LAZY_COMMANDS = {
     "regenerate": (".agent.commands", "regenerate",
                    "Without arguments: re-render every solution with a render.toml and fail on byte drift."),
     "ledger": (".agent.commands", "ledger", "Token and cost summary of a run folder, by definition, role and model."),
+    "mcp": (".agent.mcp_server", "mcp", "Serve the SDK's gated kernel tools to an external coding agent over MCP "
+                                        "(stdio)."),
     "env": (".env.commands", "env", "Set up an offline GPU machine (peer wheels, install, JIT prebuild) and show which "
                                     "definitions are in use."),
 }

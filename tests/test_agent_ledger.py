@@ -91,3 +91,42 @@ def test_ledger_command_prints_tables_and_json(tmp_path):
     assert json.loads(out.output)["total"]["gen_ai.usage.input_tokens"] == 100
     out = CliRunner().invoke(ledger_command, [str(tmp_path / "nothing")])
     assert out.exit_code == 1 and "no ledger.jsonl" in out.output
+
+
+def test_otel_usage_import_attributes_calls_to_candidates(tmp_path):
+    ledger = Ledger(tmp_path, "run-1")
+    for cid, t in (("c0001", 1000.0), ("c0002", 2000.0)):
+        ledger.tool(name="start_candidate", call_id=None, definition="d1", candidate_id=cid, t_start=t, t_end=t,
+                    ok=True, summary="", source="mcp:x")
+    flat = tmp_path / "spans.jsonl"  # flat records, one per line (an exporter's file, or a proxy's log)
+    flat.write_text("\n".join(json.dumps(r) for r in [
+        {"span_id": "s1", "start_time": "1970-01-01T00:25:00Z",
+         "attributes": {"gen_ai.usage.input_tokens": 100, "gen_ai.usage.output_tokens": 10,
+                        "gen_ai.request.model": "m-a", "gen_ai.provider.name": "anthropic"}},
+        {"span_id": "s2", "start_time": 2500.0, "attributes": {"gen_ai.usage.prompt_tokens": 200,
+                                                                "gen_ai.usage.completion_tokens": 20}},
+        {"span_id": "s3", "start_time": 10.0, "attributes": {"gen_ai.operation.name": "execute_tool"}},
+        {"span_id": "s4", "start_time": 10.0, "attributes": {"gen_ai.usage.input_tokens": 5,
+                                                              "fib_sdk.candidate_id": "c0002",
+                                                              "fib_sdk.cost.usd": 0.25}}]) + "\n")
+    logs = tmp_path / "logs.json"  # OTLP/JSON log records, attributes as key/value lists
+    logs.write_text(json.dumps({"resourceLogs": [{"resource": {"attributes": [
+        {"key": "service.name", "value": {"stringValue": "codex"}}]}, "scopeLogs": [{"logRecords": [
+            {"timeUnixNano": str(int(2100 * 1e9)), "attributes": [
+                {"key": "gen_ai.usage.input_tokens", "value": {"intValue": "300"}},
+                {"key": "gen_ai.usage.output_tokens", "value": {"intValue": "30"}},
+                {"key": "gen_ai.usage.reasoning.output_tokens", "value": {"intValue": "7"}}]}]}]}]}))
+    out = CliRunner().invoke(ledger_command, [str(tmp_path), "--json", "--import-otel", str(flat),
+                                              "--import-otel", str(logs), "--agent", "claude-code"])
+    assert out.exit_code == 0, out.output
+    assert "3 usage record(s) imported" in out.output and "1 usage record(s) imported" in out.output
+    calls = [r for r in jsonl.read(tmp_path / "ledger.jsonl") if r["kind"] == "call"]
+    assert [(c["candidate_id"], c["gen_ai.usage.input_tokens"]) for c in calls] == [
+        ("c0001", 100), ("c0002", 200), ("c0002", 5), ("c0002", 300)]
+    assert calls[0]["gen_ai.provider.name"] == "anthropic" and calls[0]["fib_sdk.agent"] == "claude-code"
+    assert calls[2]["fib_sdk.cost.usd"] == 0.25 and calls[3]["gen_ai.usage.reasoning.output_tokens"] == 7
+    assert not (tmp_path / "calls" / f"{calls[0]['seq']:05d}.json").exists()  # nothing to replay in an import
+    again = CliRunner().invoke(ledger_command, [str(tmp_path), "--import-otel", str(flat)])
+    assert "0 usage record(s) imported, 3 already in the ledger" in again.output
+    summary = summarize(jsonl.read(tmp_path / "ledger.jsonl"))
+    assert summary["by_role"]["external-agent"]["calls"] == 4 and summary["total"]["cost_unknown_calls"] == 3

@@ -1,4 +1,5 @@
-"""Drift check of rendered solutions and the `regenerate` command (drift mode and loop mode)."""
+"""Drift check of rendered solutions and the `regenerate` command (drift mode, loop mode, replay)."""
+import json
 import sys
 from pathlib import Path
 
@@ -71,3 +72,18 @@ def test_regenerate_runs_the_offline_loop(tmp_path):
     assert (tmp_path / "run" / "candidates.jsonl").read_text().count("\n") == 2
     bad = CliRunner().invoke(regenerate, ["no_such_definition", "--run-dir", str(tmp_path / "x")])
     assert bad.exit_code == 1 and "unknown definition 'no_such_definition'" in bad.output
+
+
+def test_regenerate_replays_a_recorded_run_from_its_folder(tmp_path):
+    common = ["--templates-root", str(TOY_ROOT), "--compile-check", "never"]
+    first = CliRunner().invoke(regenerate, [DEF, "--template", "toy_scale", "--max-iters", "3", "--parallel", "2",
+                                            "--seed", "4", "--run-dir", str(tmp_path / "a"), *common])
+    assert first.exit_code == 0, first.output
+    again = CliRunner().invoke(regenerate, ["--backend", "replay", "--replay-from", str(tmp_path / "a"),
+                                            "--run-dir", str(tmp_path / "b"), *common])
+    assert again.exit_code == 0, again.output
+    a, b = ([json.loads(line) for line in (tmp_path / d / "candidates.jsonl").read_text().splitlines()]
+            for d in ("a", "b"))
+    assert [(r["id"], r["parent"], r["sources_sha256"]) for r in b] == [(r["id"], r["parent"], r["sources_sha256"])
+                                                                         for r in a]
+    assert json.loads((tmp_path / "b" / "run.json").read_text())["config"]["parallel"] == 2  # taken from the run

@@ -1,5 +1,5 @@
-"""A candidate on disk: rendered template sources (plus any files a coder replaced) packaged as a contest
-solution under `<run>/candidates/<id>/package/`, and the promotion of the best one into a solutions folder."""
+"""A candidate on disk as a contest package (`config.toml` + flat sources; written by `workspace.Workspace`), its
+sources digest, and the promotion of the best one into a solutions folder."""
 from __future__ import annotations
 
 import hashlib
@@ -30,7 +30,8 @@ def sources_digest(files: dict[str, str]) -> str:
 
 def materialize(package_dir: Path, *, name: str, definition: str, template: str, params: dict,
                 overlay: dict[str, str], templates_root: Path) -> dict[str, str]:
-    """Render the template point, replace overlaid files, write the package; returns file name -> text."""
+    """A template point (plus overlaid files) written as a package; returns file name -> text. The loop's
+    candidates use `workspace.Workspace`; this is for scripts that want one rendered package (tools/)."""
     spec = render.load_template(template, templates_root)
     files = render.render_files(template, params, templates_root)
     files.update(overlay)

@@ -3,13 +3,18 @@
 Token counts follow the OTel inclusive convention (cache reads/creations are part of input tokens, reasoning is
 part of output tokens). Cost has no OTel attribute, so it lives under the `fib_sdk.` namespace with its source;
 it is null when nobody knows the price. Prompts and responses are stored as sha256 in the ledger and in full under
-`calls/<seq>.json` (the replay backend reads those). Human inputs (policy, references, redirect notes) are ledger
-lines too, so a run's record shows what the humans fed in and when.
+`calls/<seq>.json` (the replay backend reads those: a tool session's call stores the messages added since its
+previous call, i.e. the tool results of that call's reply, and its own reply with the tool calls, so the whole
+conversation is the concatenation). Human inputs (policy, references, redirect notes)
+are ledger lines too, so a run's record shows what the humans fed in and when; tool executions are
+`execute_tool` events (the OTel GenAI operation name) with the candidate they worked on. Appends are serialised
+by a lock: several candidates' sessions write concurrently.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
 import uuid
 from collections import defaultdict
@@ -59,39 +64,60 @@ class Ledger:
         self.calls_dir = self.run_dir / "calls"
         self.records = jsonl.read(self.path)
         self.seq = max((r.get("seq", 0) for r in self.records), default=0)
+        self._lock = threading.RLock()
 
-    def _append(self, record: dict) -> dict:
-        self.seq += 1
-        record = {"schema": SCHEMA, "run_id": self.run_id, "trace_id": self.run_id,
-                  "span_id": uuid.uuid4().hex[:16], "seq": self.seq, **record}
-        jsonl.append(self.path, record)
-        self.records.append(record)
-        return record
+    def _append(self, record: dict, call_file: dict | None = None) -> dict:
+        with self._lock:
+            self.seq += 1
+            record = {"schema": SCHEMA, "run_id": self.run_id, "trace_id": self.run_id,
+                      "span_id": uuid.uuid4().hex[:16], "seq": self.seq, **record}
+            if call_file is not None:  # the full call first: a ledger line always has its calls/ file
+                self.calls_dir.mkdir(parents=True, exist_ok=True)
+                (self.calls_dir / f"{self.seq:05d}.json").write_text(json.dumps({"seq": self.seq, **call_file},
+                                                                                indent=1))
+            jsonl.append(self.path, record)
+            self.records.append(record)
+            return record
 
     def call(self, *, role: str, phase: str, definition: str, candidate_id: str | None, iteration: int,
              backend: str, provider: str, model: str, prompt: str, response: str, usage: Usage,
              cost_usd: float | None, cost_source: str, t_start: float, t_end: float,
              response_model: str | None = None, response_id: str | None = None,
-             finish_reasons: list | None = None, temperature: float | None = None, seed: int | None = None, retries: int = 0, error_type: str | None = None, skills: list | None = None,
-             prompt_template: dict | None = None, extra: dict | None = None) -> dict:
-        record = self._append({
+             finish_reasons: list | None = None, temperature: float | None = None, seed: int | None = None,
+             retries: int = 0, error_type: str | None = None, skills: list | None = None,
+             prompt_template: dict | None = None, extra: dict | None = None, turn: int | None = None,
+             message: dict | None = None, new_messages: list | None = None, tools: list | None = None,
+             prompt_estimate: int | None = None, keep_call: bool = True) -> dict:
+        tool_calls = (message or {}).get("tool_calls") or []
+        record = {
             "kind": "call", "ts_start": utc(t_start), "ts_end": utc(t_end),
             "duration_ms": round((t_end - t_start) * 1000, 3),
             "definition": definition, "phase": phase, "role": role, "candidate_id": candidate_id,
-            "iteration": iteration, "skills": skills or [], "prompt_template": prompt_template,
+            "iteration": iteration, "turn": turn, "skills": skills or [], "prompt_template": prompt_template,
             "gen_ai.operation.name": "chat", "gen_ai.provider.name": provider, "gen_ai.request.model": model,
             "gen_ai.response.model": response_model, "gen_ai.response.id": response_id,
             "gen_ai.response.finish_reasons": finish_reasons, "gen_ai.request.temperature": temperature,
             "gen_ai.request.seed": seed, **usage.as_attrs(), COST: cost_usd, COST_SOURCE: cost_source,
             "fib_sdk.backend": backend, "fib_sdk.prompt_sha256": sha256(prompt),
-            "fib_sdk.response_sha256": sha256(response), "fib_sdk.retries": retries, "error.type": error_type,
-            **(extra or {})})
-        self.calls_dir.mkdir(parents=True, exist_ok=True)
-        (self.calls_dir / f"{record['seq']:05d}.json").write_text(json.dumps(
-            {"seq": record["seq"], "role": role, "phase": phase, "definition": definition,
-             "candidate_id": candidate_id, "model": model, "prompt": prompt, "response": response,
-             "usage": usage.as_attrs(), "error.type": error_type}, indent=1))
-        return record
+            "fib_sdk.response_sha256": sha256(response), "fib_sdk.retries": retries,
+            "fib_sdk.tool_calls": [c["function"]["name"] for c in tool_calls],
+            "fib_sdk.prompt_tokens_estimate": prompt_estimate, "error.type": error_type, **(extra or {})}
+        call_file = {"role": role, "phase": phase, "definition": definition, "candidate_id": candidate_id,
+                     "turn": turn, "model": model, "prompt_sha256": sha256(prompt),
+                     "prompt": prompt if new_messages is None else None, "new_messages": new_messages,
+                     "tools": tools, "response": response, "message": message, "usage": usage.as_attrs(),
+                     "error.type": error_type}
+        return self._append(record, call_file if keep_call else None)
+
+    def tool(self, *, name: str, call_id: str | None, definition: str, candidate_id: str | None,
+             t_start: float, t_end: float, ok: bool, summary: str, source: str) -> dict:
+        """One tool execution (by a model session, the offline search or an MCP client)."""
+        return self._append({"kind": "tool", "ts_start": utc(t_start), "ts_end": utc(t_end),
+                             "duration_ms": round((t_end - t_start) * 1000, 3),
+                             "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
+                             "gen_ai.tool.call.id": call_id, "definition": definition,
+                             "candidate_id": candidate_id, "fib_sdk.tool.ok": ok,
+                             "fib_sdk.tool.summary": summary[:300], "fib_sdk.tool.source": source})
 
     def human_input(self, *, kind: str, source: str, text: str, iteration: int, definition: str | None) -> dict:
         now = time.time()
@@ -105,8 +131,11 @@ class Ledger:
         return self._append({"kind": "event", "ts_start": utc(now), "ts_end": utc(now),
                              "gen_ai.operation.name": name, **attrs})
 
-    def tokens_used(self) -> int:
-        return sum(r.get(IN, 0) + r.get(OUT, 0) for r in self.records if r.get("kind") == "call")
+    def tokens_used(self, candidate_id: str | None = None) -> int:
+        """Input + output tokens of the recorded calls (of one candidate when given)."""
+        with self._lock:
+            return sum(r.get(IN, 0) + r.get(OUT, 0) for r in self.records if r.get("kind") == "call"
+                       and (candidate_id is None or r.get("candidate_id") == candidate_id))
 
 
 def _blank() -> dict:

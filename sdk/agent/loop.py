@@ -1,50 +1,60 @@
-"""The agent loop: per definition, iterate planner -> coder -> candidate pipeline -> profiler -> evaluator, record
-every model call in the ledger and every candidate in the lineage, and promote the best gated candidate.
+"""The agent loop: per definition, rounds of planner -> coder tool sessions (several candidates in flight) ->
+pipeline -> profiler -> evaluator; every model call in the ledger, every tool run as an event, every candidate in
+the lineage; the best gated candidate is promoted.
 
-Candidate pipeline: static anti-hacking scan -> render -> nvcc compile check (sm_90a) -> gate -> bench ->
-optional profile -> decision. The decision rules are hard: only a candidate that passed the gate on every selected
-workload and was timed can be accepted; a model evaluator may downgrade an accept, never upgrade anything else.
-Budgets (tokens, iterations, wall time) are checked before every model call.
+A round plans `parallel` candidates, each on a parent taken from the frontier (the best accepted candidates, not
+one greedy chain). Their coder sessions run concurrently: each works through the SDK's tools (read, patch,
+render, compile, gate, bench, profile, finish); compiles run in parallel and gate/bench calls take one GPU each.
+Then every finished candidate goes through the same pipeline (sdk.agent.pipeline) and is decided in candidate
+order, so lineage and decisions do not depend on thread timing. The decision rules are hard: only a candidate
+that passed the gate on every selected workload and was timed can be accepted; a model evaluator may downgrade
+an accept, never upgrade anything else. Budgets (tokens, wall time, per-candidate turns and tokens) are checked
+before every model call.
 
 Run folder:
   run.json             manifest (config, backend, skills digest, policy, templates, workloads, stop reasons)
-  ledger.jsonl         one line per model call / human input / event (sdk.agent.ledger)
-  calls/<seq>.json     full prompt and response of each call (what replay reads)
+  ledger.jsonl         one line per model call / tool run / human input / event (sdk.agent.ledger)
+  calls/<seq>.json     each call's new messages and the reply with its tool calls (what replay reads)
   candidates.jsonl     lineage, one line per candidate
-  candidates/<id>/     plan.md, coder.md, params.json, package/, scan.json, build.log, gate.json, bench.json,
+  candidates/<id>/     plan.md, session.json, package/, patches/, scan.json, build.log, gate.json, bench.json,
                        profile.md, decision.json
-  redirect.md          (optional, written by a human while the run goes) read at the start of every iteration
-  promoted/<name>/     the promoted solution with render.toml and evidence.json (unless --promote-to elsewhere)
+  redirect.md          (optional, written by a human while the run goes) read at the start of every round
+  promoted/<name>/     the promoted solution with render.toml (pure template points) and evidence.json
 """
 from __future__ import annotations
 
 import json
 import platform
-import statistics
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .. import definitions, render
 from ..errors import BadInputError
 from . import backends as B
+from . import brief as brief_mod
 from . import candidate as cand
 from . import jsonl, parse, prompting
 from . import policy as pol
 from . import skills as sk
-from .build import compile_check
-from .hooks import GateOutcome, Hooks
+from .devices import CompileSlots, DevicePool
+from .frontier import Frontier, rule_decision  # noqa: F401  (rule_decision: part of this module's API)
+from .hooks import Hooks
 from .ledger import Ledger, Usage, sha256, summarize
+from .pipeline import blank_record, finalize, score
+from .session import Budgets, RunBudgetExhausted, SessionLimits, ToolSession, estimate_tokens
+from .tools import ToolBox, ToolEnv
+from .workspace import Workspace
 
 DEFAULT_TEMPLATES = {
     "moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048": "fused_moe",
     "dsa_topk_indexer_fp8_h64_d128_topk2048_ps64": "dsa_topk_indexer",
     "dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps64": "dsa_sparse_attention",
 }
-SOURCE_CHARS = 24_000      # per parent file shown to a model coder
-REFERENCE_CHARS = 8_000    # per human reference file injected into prompts
-SUSPICIOUS_GAIN = 10.0     # speedup over the best so far that is held for review
+REFERENCE_CHARS = 8_000    # a human reference file longer than this is handed to the roles as a read_file path
+MODEL_BACKENDS = ("litellm", "scripted")
 
 
 @dataclass
@@ -54,13 +64,14 @@ class RunConfig:
     backend: str = "offline"
     model: str | None = None
     seed: int = 0
-    max_iters: int = 6
+    max_iters: int = 6                 # candidates per definition
     budget_tokens: int | None = None
     budget_wall_s: float | None = None
     template: str | None = None
     templates_root: Path = render.TEMPLATES
     workloads: list[str] = field(default_factory=list)
     workload_count: int = 4
+    workloads_file: Path | None = None  # workloads JSONL instead of the official set
     trials: int = 3
     policy: Path | None = None
     references: list[Path] = field(default_factory=list)
@@ -72,16 +83,24 @@ class RunConfig:
     compile_check: str = "auto"       # auto (only without a GPU) | always | never
     profile: bool = False
     replay_from: Path | None = None
-    mock_responses: list | None = None
-    timeout_s: float = 180.0
+    timeout_s: float = 180.0           # deadline of one model call, retries included
     max_retries: int = 3
+    retry_backoff_s: float = 2.0       # first back-off; doubles per retry
     skills_root: Path = sk.SKILLS
+    api_base: str | None = None
+    script: Path | None = None         # --backend scripted
+    parallel: int = 1                  # candidates in flight per round
+    frontier: int = 3
+    max_turns: int = 12                # model turns per candidate
+    candidate_tokens: int | None = None
+    max_output_tokens: int | None = 8192
+    prompt_chars: int = brief_mod.DEFAULT_CHARS
+    cpu_gate: bool = False             # without a GPU, gate the torch fallback on the CPU
+    compile_jobs: int = 2
+    temperature: float | None = 0.2
 
     def manifest(self) -> dict:
-        out = asdict(self)
-        out.pop("mock_responses")
-        out["scripted_mock_responses"] = None if self.mock_responses is None else len(self.mock_responses)
-        return json.loads(json.dumps(out, default=str))
+        return json.loads(json.dumps(asdict(self), default=str))
 
 
 class StopRun(Exception):
@@ -97,8 +116,9 @@ class DefinitionState:
     workloads: list = field(default_factory=list)
     records: list = field(default_factory=list)
     visited: set = field(default_factory=set)
-    best: dict | None = None
-    root_bench: dict | None = None
+    frontier: Frontier = field(default_factory=Frontier)
+    first_bench: list = field(default_factory=list)
+    workspaces: dict = field(default_factory=dict)
     non_improving: int = 0
     failures: int = 0
     research_note: str = ""
@@ -107,18 +127,27 @@ class DefinitionState:
     stop_reason: str = ""
     promoted: str | None = None
 
+    @property
+    def best(self) -> dict | None:
+        return self.frontier.best
+
 
 def make_backend(config: RunConfig) -> object:
     if config.backend == "offline":
         return B.OfflineBackend(config.seed)
     if config.backend == "litellm":
         return B.LiteLLMBackend(config.model or "", timeout_s=config.timeout_s, max_retries=config.max_retries,
-                                seed=config.seed, mock_responses=config.mock_responses)
+                                backoff_s=config.retry_backoff_s, seed=config.seed, api_base=config.api_base,
+                                temperature=config.temperature)
+    if config.backend == "scripted":
+        if config.script is None:
+            raise BadInputError("the scripted backend needs --script FILE (see sdk/agent/script.py)")
+        return B.ScriptedBackend(config.script, timeout_s=config.timeout_s)
     if config.backend == "replay":
         if config.replay_from is None:
             raise BadInputError("the replay backend needs the recorded run folder (--replay-from RUN_DIR)")
         return B.ReplayBackend(config.replay_from)
-    raise BadInputError(f"unknown backend {config.backend!r}; use offline, litellm or replay")
+    raise BadInputError(f"unknown backend {config.backend!r}; use offline, litellm, scripted or replay")
 
 
 def resolve_template(definition: str, config: RunConfig) -> str:
@@ -135,33 +164,8 @@ def resolve_template(definition: str, config: RunConfig) -> str:
                         f"template.toml or pass --template)")
 
 
-def rule_decision(record: dict, best: dict | None, min_gain: float) -> dict:
-    """accept / rework / reject / blocked from the recorded statuses alone."""
-    s = record["statuses"]
-    for step in ("coder", "render", "scan", "duplicate", "compile"):
-        if str(s.get(step, "ok")).startswith(("error", "blocked", "failed", "unparsable", "duplicate")):
-            return {"decision": "reject", "reason": f"{step}: {s[step]}"}
-    gate = s.get("gate", "")
-    if gate.startswith("not gated"):
-        compiled = s.get("compile", "")
-        done = "compiled for sm_90a" if compiled == "ok" else f"compile {compiled}"
-        return {"decision": "blocked", "reason": f"{done}; {gate}; {s.get('bench', 'not timed')}"}
-    if gate != "PASSED":
-        return {"decision": "reject", "reason": f"gate: {gate}"}
-    if record.get("speedup") is None:
-        return {"decision": "blocked", "reason": f"gate PASSED; {s.get('bench', 'not timed')}"}
-    if record.get("declared_cache") and not record.get("cold_warm_reported"):
-        return {"decision": "rework", "reason": "declares a cache: cold and warm latency must both be reported"}
-    if best is None:
-        return {"decision": "accept", "reason": "first gated and timed candidate (baseline for speedups)"}
-    ratio = record["speedup"] / best["speedup"]
-    if ratio > SUSPICIOUS_GAIN:
-        return {"decision": "rework", "reason": f"{ratio:.1f}x over the best in one step: held for review"}
-    if ratio >= 1 + min_gain:
-        return {"decision": "accept", "reason": f"{(ratio - 1) * 100:.1f}% faster than {best['id']}"}
-    if ratio >= 1 - min_gain:
-        return {"decision": "rework", "reason": f"within the {min_gain:.0%} noise margin of {best['id']}"}
-    return {"decision": "reject", "reason": f"{(1 - ratio) * 100:.1f}% slower than {best['id']}"}
+def canonical(messages: list[dict]) -> str:
+    return json.dumps(messages, sort_keys=True, separators=(",", ":"))
 
 
 class Loop:
@@ -169,7 +173,7 @@ class Loop:
         self.config = config
         self.run_dir = Path(config.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.hooks = hooks or Hooks()
+        self.hooks = hooks or Hooks(workloads_file=config.workloads_file)
         self.backend = backend or make_backend(config)
         self.run_id = uuid.uuid4().hex
         self.ledger = Ledger(self.run_dir, self.run_id)
@@ -177,11 +181,15 @@ class Loop:
         self.counter = len(jsonl.read(self.lineage_path))
         self.policy = pol.load(config.policy)
         self.skills = sk.load(config.skills_root)
-        self.references = []
+        self.references: list[dict] = []
+        self.reference_texts: dict[str, str] = {}
         self.redirect_path = Path(config.redirect) if config.redirect else self.run_dir / "redirect.md"
         self.redirect_sha, self.redirect_text, self.directives = None, "", {}
-        self.started = time.monotonic()
         self.gpu = self.hooks.gpu()
+        self.pool = DevicePool(self.hooks.devices())
+        self.compile_slots = CompileSlots(config.compile_jobs)
+        self.budgets = Budgets(self.ledger.tokens_used, config.budget_tokens, config.budget_wall_s,
+                               max_output_tokens=config.max_output_tokens)
         self.states: list[DefinitionState] = []
 
     # ----- human inputs -------------------------------------------------------------------------------------
@@ -194,8 +202,10 @@ class Loop:
             except OSError as exc:
                 raise BadInputError(f"{path}: cannot read reference ({exc})") from None
             self.ledger.human_input(kind="reference", source=str(path), text=body, iteration=0, definition=None)
-            clipped = body[:REFERENCE_CHARS] + ("\n[... truncated]" if len(body) > REFERENCE_CHARS else "")
-            self.references.append({"name": Path(path).name, "text": clipped})
+            name = Path(path).name
+            self.reference_texts[name] = body
+            self.references.append({"name": name, "chars": len(body),
+                                    "text": body if len(body) <= REFERENCE_CHARS else None})
 
     def _read_redirect(self, state: DefinitionState, iteration: int) -> None:
         if not self.redirect_path.exists():
@@ -214,49 +224,81 @@ class Loop:
             raise StopRun(f"stopped by the redirect note: {self.directives['stop']}")
 
     # ----- model calls --------------------------------------------------------------------------------------
-    def _check_budgets(self) -> None:
-        used = self.ledger.tokens_used()
-        if self.config.budget_tokens is not None and used >= self.config.budget_tokens:
-            raise StopRun(f"token budget exhausted ({used} of {self.config.budget_tokens} tokens used)")
-        elapsed = time.monotonic() - self.started
-        if self.config.budget_wall_s is not None and elapsed >= self.config.budget_wall_s:
-            raise StopRun(f"wall-time budget exhausted ({elapsed:.0f} s of {self.config.budget_wall_s:.0f} s)")
-
-    def _call(self, role: str, phase: str, state: DefinitionState, iteration: int, candidate_id: str | None,
-              context: dict, events: set = frozenset(), requested: set = frozenset()) -> tuple[str, dict]:
-        self._check_budgets()
-        chosen = sk.select(self.skills, role, state.template, set(events), set(requested))
-        prompt, template_ref = prompting.render(role, {**context, "skills": chosen})
-        t_start = time.time()
-        common = dict(role=role, phase=phase, definition=state.definition, candidate_id=candidate_id,
-                      iteration=iteration, backend=self.config.backend, prompt=prompt, prompt_template=template_ref,
-                      skills=[s.ref() for s in chosen], temperature=getattr(self.backend, "temperature", None),
-                      seed=self.config.seed)
-        try:
-            reply = self.backend.complete(B.Request(role, phase, prompt, context))
-        except B.ModelCallError as exc:
+    def _record(self, *, request: B.Request, state: DefinitionState, iteration: int, t_start: float,
+                reply: B.Reply | None = None, error: B.ModelCallError | None = None, skills=(),
+                template_ref: dict | None = None, new_messages: list | None = None, estimate: int | None = None):
+        common = dict(role=request.role, phase=request.phase, definition=state.definition,
+                      candidate_id=request.candidate_id, iteration=iteration, backend=self.config.backend,
+                      prompt=request.prompt, prompt_template=template_ref, skills=[s.ref() for s in skills],
+                      temperature=getattr(self.backend, "temperature", None), seed=self.config.seed,
+                      turn=request.turn if request.messages is not None else None, new_messages=new_messages,
+                      tools=[t["function"]["name"] for t in request.tools] if request.tools else None,
+                      prompt_estimate=estimate)
+        if error is not None:
             self.ledger.call(**common, provider=getattr(self.backend, "provider", self.config.backend),
                              model=getattr(self.backend, "model", "?"), response="", usage=Usage(), cost_usd=None,
                              cost_source="none: call failed", t_start=t_start, t_end=time.time(),
-                             retries=exc.retries, error_type=exc.error_type)
-            raise StopRun(f"{role} call failed: {exc}") from None
-        self.ledger.call(**common, provider=reply.provider, model=reply.model, response=reply.text, usage=reply.usage,
-                         cost_usd=reply.cost_usd, cost_source=reply.cost_source, t_start=t_start, t_end=time.time(),
-                         response_model=reply.response_model, response_id=reply.response_id,
-                         finish_reasons=reply.finish_reasons, retries=reply.retries, extra=reply.extra)
+                             retries=error.retries, error_type=error.error_type)
+            return
+        self.ledger.call(**common, provider=reply.provider, model=reply.model, response=reply.text,
+                         usage=reply.usage, cost_usd=reply.cost_usd, cost_source=reply.cost_source,
+                         t_start=t_start, t_end=time.time(), response_model=reply.response_model,
+                         response_id=reply.response_id, finish_reasons=reply.finish_reasons, retries=reply.retries,
+                         extra=reply.extra, message=reply.message())
+
+    def _call(self, role: str, phase: str, state: DefinitionState, iteration: int, candidate_id: str | None,
+              context: dict, events: set = frozenset(), requested: set = frozenset()) -> tuple[str, dict]:
+        """One text-role call (planner, profiler, evaluator, researcher) answered with a ```json block."""
+        chosen = sk.select(self.skills, role, state.template, set(events), set(requested))
+        prompt, template_ref = prompting.render(role, {**context, "skills": chosen})
+        request = B.Request(role, phase, prompt, context, candidate_id=candidate_id)
+        estimate = estimate_tokens(request.chat_messages())
+        ticket = object()
+        try:
+            request.max_tokens = self.budgets.reserve(ticket, estimate)
+        except RunBudgetExhausted as exc:
+            raise StopRun(str(exc)) from None
+        t_start = time.time()
+        try:
+            try:
+                reply = self.backend.complete(request)
+            except B.ModelCallError as exc:
+                self._record(request=request, state=state, iteration=iteration, t_start=t_start, error=exc,
+                             skills=chosen, template_ref=template_ref, estimate=estimate)
+                raise StopRun(f"{role} call failed: {exc}") from None
+            self._record(request=request, state=state, iteration=iteration, t_start=t_start, reply=reply,
+                         skills=chosen, template_ref=template_ref, estimate=estimate)
+        finally:
+            self.budgets.release(ticket)  # after the usage is in the ledger
         try:
             payload = parse.json_payload(reply.text)
         except BadInputError:
             payload = {}
         return reply.text, payload
 
+    def _session_caller(self, state: DefinitionState, iteration: int, cid: str, context: dict, skills: list,
+                        template_ref: dict):
+        def caller(*, messages, tools, turn, new_messages, max_tokens, estimate):
+            request = B.Request("coder", "tool-turn", canonical(messages), context, messages=messages, tools=tools,
+                                candidate_id=cid, turn=turn, max_tokens=max_tokens)
+            t_start = time.time()
+            try:
+                reply = self.backend.complete(request)
+            except B.ModelCallError as exc:
+                self._record(request=request, state=state, iteration=iteration, t_start=t_start, error=exc,
+                             skills=skills, template_ref=template_ref, new_messages=new_messages, estimate=estimate)
+                raise
+            self._record(request=request, state=state, iteration=iteration, t_start=t_start, reply=reply,
+                         skills=skills, template_ref=template_ref, new_messages=new_messages, estimate=estimate)
+            return reply
+        return caller
+
     # ----- state helpers ------------------------------------------------------------------------------------
-    def _base(self, state: DefinitionState) -> tuple[dict | None, str | None]:
-        if state.best is not None:
-            return state.best["params"], state.best["id"]
+    def _fallback_base(self, state: DefinitionState) -> tuple[dict | None, str | None]:
+        """Without a frontier (nothing timed yet): the latest pure template point that compiled."""
         for record in reversed(state.records):
             if not record["overlay_files"] and record["statuses"].get("compile", "").startswith(("ok", "skipped")) \
-                    and record["params"]:
+                    and not record["statuses"].get("duplicate"):
                 return record["params"], record["id"]
         return None, None
 
@@ -272,9 +314,11 @@ class Loop:
             events.add("timed")
         return events
 
+    HISTORY_KEYS = ("id", "parent", "params", "overlay_files", "statuses", "latency_ms", "speedup", "speedup_basis",
+                    "speedup_vs_reference", "speedup_vs_parent", "decision", "reason")
+
     def _history(self, state: DefinitionState) -> list[dict]:
-        return [{k: r[k] for k in ("id", "parent", "params", "overlay_files", "statuses", "latency_ms", "speedup",
-                                   "decision", "reason")} for r in state.records]
+        return [{k: r.get(k) for k in self.HISTORY_KEYS} for r in state.records]
 
     def _common_context(self, state: DefinitionState, iteration: int) -> dict:
         return {"definition": state.definition, "template": state.template, "template_sha": state.template_sha,
@@ -282,27 +326,39 @@ class Loop:
                 "iteration": iteration, "max_iters": self.config.max_iters,
                 "policy_text": self.policy.text, "references": self.references, "gpu": self.gpu}
 
+    def _env(self, state: DefinitionState) -> ToolEnv:
+        return ToolEnv(definition=state.definition, template=state.template, templates_root=self.config.templates_root,
+                       selected=state.workloads, hooks=self.hooks, pool=self.pool, compile_slots=self.compile_slots,
+                       trials=self.config.trials, seed=self.config.seed, cpu_gate=self.config.cpu_gate, gpu=self.gpu,
+                       compile_mode=self.config.compile_check, skills_root=self.config.skills_root, ledger=self.ledger,
+                       references=self.reference_texts)
+
+    def _record_of(self, state: DefinitionState, cid: str | None) -> dict | None:
+        return next((r for r in state.records if r["id"] == cid), None)
+
     # ----- the loop -----------------------------------------------------------------------------------------
     def run(self) -> dict:
         names = self.config.definitions or definitions.names()
         self._write_manifest(names, finished=False)
         self._record_inputs()
         self.ledger.event("run_start", backend=self.config.backend, model=getattr(self.backend, "model", None),
-                          seed=self.config.seed, gpu=self.gpu, skills_digest=sk.set_digest(self.skills))
+                          seed=self.config.seed, gpu=self.gpu, skills_digest=sk.set_digest(self.skills),
+                          parallel=self.config.parallel, devices=self.pool.devices)
         for definition in names:
             template = resolve_template(definition, self.config)
             spec = render.load_template(template, self.config.templates_root)
             state = DefinitionState(definition, template, spec,
-                                    render.template_digest(template, self.config.templates_root))
+                                    render.template_digest(template, self.config.templates_root),
+                                    frontier=Frontier(self.config.frontier))
             self.states.append(state)
             try:
-                if self.gpu:
-                    state.workloads = self.hooks.workloads(definition, self.config.workloads or None,
-                                                           self.config.workload_count)
-                for iteration in range(1, self.config.max_iters + 1):
-                    self._iteration(state, iteration)
-                else:
-                    state.stop_reason = f"iteration budget reached ({self.config.max_iters})"
+                state.workloads = self.hooks.workloads(definition, self.config.workloads or None,
+                                                       self.config.workload_count)
+                self.env = self._env(state)
+                made = 0
+                while made < self.config.max_iters:
+                    made += self._round(state, made)
+                state.stop_reason = f"iteration budget reached ({self.config.max_iters})"
             except StopRun as stop:
                 state.stop_reason = str(stop)
             self._promote(state)
@@ -314,25 +370,83 @@ class Loop:
         self._write_manifest(names, finished=True, summary=summary)
         return summary
 
-    def _iteration(self, state: DefinitionState, iteration: int) -> None:
-        self._read_redirect(state, iteration)
-        ctx = self._common_context(state, iteration)
+    def _round(self, state: DefinitionState, made: int) -> int:
+        """Plan, write, evaluate and decide up to `parallel` candidates; returns how many were made."""
+        first_iteration = made + 1
+        self._read_redirect(state, first_iteration)
+        ctx = self._common_context(state, first_iteration)
         events = self._events(state)
+        self._maybe_research(state, ctx, events, first_iteration)
+        slots = max(1, min(self.config.parallel, self.config.max_iters - made))
+        parents = state.frontier.parents(slots)
+        plans = []
+        for slot in range(slots):
+            iteration = first_iteration + slot
+            base_record = parents[slot] if parents else None
+            base, base_id = (base_record["params"], base_record["id"]) if base_record else self._fallback_base(state)
+            try:
+                plan_text, plan = self._plan(state, iteration, slot, base, base_id, plans, events)
+            except StopRun:
+                if plans:
+                    break  # the round's earlier plans still run
+                raise
+            plans.append((iteration, plan_text, plan))
+        jobs = []
+        for iteration, plan_text, plan in plans:
+            self.counter += 1
+            cid = f"c{self.counter:04d}"
+            folder = self.run_dir / "candidates" / cid
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "plan.md").write_text(plan_text)
+            parent = self._record_of(state, plan.get("parent"))
+            jobs.append((iteration, cid, folder, plan, parent))
+        workers = max(1, min(len(jobs), self.config.parallel))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="candidate") as pool:
+            written = list(pool.map(lambda job: self._write_candidate(state, *job, events), jobs))
+        stop = None
+        for (iteration, cid, folder, plan, parent), (box, outcome, final) in zip(jobs, written):
+            record = self._decide(state, iteration, cid, folder, plan, parent, box, outcome, final)
+            jsonl.append(self.lineage_path, record)
+            state.records.append(record)
+            stop = stop or outcome.stop_run
+        if stop:
+            raise StopRun(stop)
+        return len(jobs)
+
+    def _maybe_research(self, state: DefinitionState, ctx: dict, events: set, iteration: int) -> None:
         trigger = None
         if state.failures >= 2:
             trigger = f"{state.failures} failed candidates in a row"
         elif state.non_improving >= self.config.plateau:
             trigger = f"{state.non_improving} timed candidates without a win (plateau)"
-        if trigger:
-            events.add("plateau")
-            _, payload = self._call("researcher", "research", state, iteration, None,
-                                    {**ctx, "trigger": trigger, "history": self._history(state)}, events)
-            state.research_note = str(payload.get("note", ""))
-            state.jump = bool(payload.get("jump", False))
-            state.failures = state.non_improving = 0
-        base, base_id = self._base(state)
+        if not trigger:
+            return
+        events.add("plateau")
+        _, payload = self._call("researcher", "research", state, iteration, None,
+                                {**ctx, "trigger": trigger, "history": self._history(state)}, events)
+        state.research_note = str(payload.get("note", ""))
+        state.jump = bool(payload.get("jump", False))
+        state.failures = state.non_improving = 0
+
+    def _task(self, state: DefinitionState, budget: int, *, sources: dict, label: str, skills: list,
+              first_files=()) -> str:
+        best = state.best
+        best_dir = self.run_dir / "candidates" / best["id"] if best else None
+        return brief_mod.task_brief(
+            state.definition, all_workloads=self.env.all_workloads, selected=state.workloads, skills=skills,
+            sources=sources, sources_label=label, best=best,
+            gate_rows=self._json(best_dir, "gate.json", {}).get("rows", []) if best else [],
+            bench_rows=self._json(best_dir, "bench.json", []) if best else [], first_files=first_files,
+            budget=budget, policy=self.policy.text)
+
+    def _plan(self, state: DefinitionState, iteration: int, slot: int, base, base_id, plans: list,
+              events: set) -> tuple[str, dict]:
+        ctx = self._common_context(state, iteration)
+        task = self._task(state, self.config.prompt_chars // 3, sources={}, label="candidate", skills=[])
         plan_text, plan = self._call("planner", "plan", state, iteration, None, {
-            **ctx, "history": self._history(state), "best": state.best, "defaults": state.spec.get("defaults", {}),
+            **ctx, "task": task, "history": self._history(state), "best": state.best, "slot": slot,
+            "frontier": [{k: r.get(k) for k in self.HISTORY_KEYS} for r in state.frontier.members],
+            "pending": [p for _, _, p in plans], "defaults": state.spec.get("defaults", {}),
             "visited": sorted(state.visited), "base": base, "base_id": base_id, "jump": state.jump,
             "focus": self.directives.get("focus"), "pin": self.directives.get("pin"),
             "redirect": self.redirect_text, "research_note": state.research_note,
@@ -340,153 +454,92 @@ class Loop:
         state.jump = False
         if plan.get("stop"):
             raise StopRun(f"planner stopped: {plan['stop']}")
-        self.counter += 1
-        cid = f"c{self.counter:04d}"
-        folder = self.run_dir / "candidates" / cid
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "plan.md").write_text(plan_text)
-        parent_id = plan.get("parent") if any(r["id"] == plan.get("parent") for r in state.records) else None
-        parent = next((r for r in state.records if r["id"] == parent_id), None)
-        parent_dir = self.run_dir / "candidates" / parent_id if parent_id else None
-        coder_text, code = self._call("coder", "generate", state, iteration, cid, {
-            **ctx, "candidate_id": cid, "plan": plan, "parent_id": parent_id,
-            "parent_sources": self._sources(parent_dir), "build_log": self._tail(parent_dir, "build.log"),
-            "gate_rows": self._json(parent_dir, "gate.json", {}).get("rows", [])}, events,
-            requested=set(plan.get("skills", []) or []))
-        (folder / "coder.md").write_text(coder_text)
-        record = self._evaluate(state, iteration, cid, folder, plan, code, coder_text, parent)
-        jsonl.append(self.lineage_path, record)
-        state.records.append(record)
+        if isinstance(plan.get("params"), dict):
+            state.visited.add(json.dumps(plan["params"], sort_keys=True))  # planned = visited (no twin in flight)
+        return plan_text, plan
+
+    def _write_candidate(self, state: DefinitionState, iteration: int, cid: str, folder: Path, plan: dict,
+                         parent: dict | None, events: set):
+        """The coder's tool session for one candidate, then the pipeline on what it finished with."""
+        parent_ws = state.workspaces.get(parent["id"]) if parent else None
+        ws = Workspace(folder, candidate_id=cid, definition=state.definition, template=state.template,
+                       templates_root=self.config.templates_root, parent=parent_ws,
+                       parent_id=parent["id"] if parent else None)
+        state.workspaces[cid] = ws
+        box = ToolBox(ws, self.env, source=self.config.backend)
+        parent_dir = self.run_dir / "candidates" / parent["id"] if parent else None
+        box.parent_bench = self._json(parent_dir, "bench.json", []) if parent else []
+        box.first_bench = list(state.first_bench)
+        chosen = sk.select(self.skills, "coder", state.template, set(events), set(plan.get("skills", []) or []))
+        task = self._task(state, self.config.prompt_chars, sources=ws.files(), label="candidate", skills=chosen,
+                          first_files=[f for f in plan.get("files", []) or [] if isinstance(f, str)])
+        ctx = {**self._common_context(state, iteration), "candidate_id": cid, "plan": plan, "parent": parent,
+               "params": ws.params, "build_log": self._tail(parent_dir, "build.log") if parent else "",
+               "gate_rows": self._json(parent_dir, "gate.json", {}).get("rows", []) if parent else [],
+               "brief": task, "max_turns": self.config.max_turns, "profile": self.config.profile,
+               "device_note": self._device_note()}
+        system, _ = prompting.render("coder_system", ctx)
+        user, template_ref = prompting.render("coder", ctx)
+        session = ToolSession(self._session_caller(state, iteration, cid, ctx, chosen, template_ref), box, system,
+                              user, SessionLimits(self.config.max_turns, self.config.candidate_tokens), self.budgets)
+        outcome = session.run()
+        (folder / "session.json").write_text(json.dumps({"reason": outcome.reason, "turns": outcome.turns,
+                                                         "tool_calls": outcome.tool_calls,
+                                                         "transcript": session.transcript}, indent=1) + "\n")
+        final = finalize(box, self.policy, state.records) if outcome.finished else None
+        return box, outcome, final
+
+    def _device_note(self) -> str:
+        if self.gpu:
+            return f"Gate and bench run on {self.gpu}."
+        if self.config.cpu_gate:
+            return ("This machine has no GPU: gate runs the solution's torch fallback on the CPU (the CUDA kernels "
+                    "do not run) and bench is refused; compile checks the CUDA.")
+        return "This machine has no GPU: gate and bench are refused; compile checks the CUDA."
 
     # ----- one candidate ------------------------------------------------------------------------------------
-    def _evaluate(self, state: DefinitionState, iteration: int, cid: str, folder: Path, plan: dict, code: dict,
-                  coder_text: str, parent: dict | None) -> dict:
-        template = code.get("template") or plan.get("template") or state.template
-        params = code.get("params") or plan.get("params") or (parent or {}).get("params") or {}
-        overlay = {}
-        statuses: dict[str, str] = {}
+    def _decide(self, state: DefinitionState, iteration: int, cid: str, folder: Path, plan: dict,
+                parent: dict | None, box: ToolBox, outcome, final: dict | None) -> dict:
+        ws = box.ws
         record = {"id": cid, "parent": parent and parent["id"], "definition": state.definition,
-                  "iteration": iteration, "template": template, "template_sha": state.template_sha,
-                  "params": params, "overlay_files": [], "direction": str(plan.get("direction", "")),
-                  "statuses": statuses, "latency_ms": None, "speedup": None, "sources_sha256": None,
-                  "solution_name": f"agent-{template}-{cid}", "declared_cache": False, "cold_warm_reported": False,
+                  "iteration": iteration, "template": state.template, "template_sha": state.template_sha,
+                  "direction": str(plan.get("direction", "")), "solution_name": ws.name,
+                  "session": {"reason": outcome.reason, "turns": outcome.turns, "tool_calls": outcome.tool_calls},
                   "ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        (folder / "params.json").write_text(json.dumps({"template": template, "params": params}, indent=1,
-                                                       sort_keys=True) + "\n")
-        try:
-            overlay = parse.file_blocks(coder_text)
-        except BadInputError as exc:
-            statuses["coder"] = f"unparsable: {exc}"
-        if not code and "coder" not in statuses:
-            statuses["coder"] = "unparsable: no JSON block in the coder's reply"
-        record["overlay_files"] = sorted(overlay)
-        if template != state.template:
-            statuses["render"] = f"error: template {template!r} is not this definition's ({state.template})"
-        if "coder" not in statuses and "render" not in statuses:
-            try:
-                files = cand.materialize(folder / "package", name=record["solution_name"],
-                                         definition=state.definition, template=template, params=params,
-                                         overlay=overlay, templates_root=self.config.templates_root)
-                statuses["render"] = "ok"
-                record["sources_sha256"] = cand.sources_digest(files)
-                if not overlay:
-                    state.visited.add(json.dumps(params, sort_keys=True))
-            except Exception as exc:  # BadInputError for params outside the space, Jinja errors
-                statuses["render"] = f"error: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
-        if statuses.get("render") == "ok":
-            self._pipeline(state, record, folder, files)
-        return self._decide(state, iteration, record, folder)
-
-    def _pipeline(self, state: DefinitionState, record: dict, folder: Path, files: dict) -> None:
-        statuses = record["statuses"]
-        twin = next((r for r in state.records if r["sources_sha256"] == record["sources_sha256"]), None)
-        if twin is not None:
-            statuses["duplicate"] = f"duplicate of {twin['id']} (identical sources)"
-            return
-        findings = self.policy.scan(files)
-        (folder / "scan.json").write_text(json.dumps([f.as_dict() for f in findings], indent=1) + "\n")
-        blocked = pol.blocking(findings)
-        record["declared_cache"] = pol.declares_cache(files)
-        warns = [f for f in findings if f.severity == "warn"]
-        if blocked:
-            first = blocked[0]
-            statuses["scan"] = f"blocked: {first.rule} at {first.file}:{first.line} ({len(blocked)} finding(s))"
-            return
-        statuses["scan"] = "passed" + (f" with {len(warns)} warning(s)" if warns else "")
-        mode = self.config.compile_check
-        build = None
-        if mode == "always" or (mode == "auto" and not self.gpu):
-            build = compile_check(folder / "package" / "solution" / "python", folder / "build")
-            (folder / "build.log").write_text(build.log or (build.skipped or "") + "\n")
-            statuses["compile"] = ("skipped: " + build.skipped) if build.skipped else (
-                "ok" if build.ok else f"failed: {build.first_error()}")
-            if not build.ok:
-                return
-        else:
-            statuses["compile"] = "ok (by the gate's JIT build)" if self.gpu else "skipped: --compile-check never"
-        record["ptxas"] = build.kernels if build else []
-        if not self.gpu:
-            statuses["gate"] = "not gated: no GPU"
-            statuses["bench"] = "not timed: no GPU"
-            return
-        try:
-            solution = cand.load_solution(folder / "package")
-            outcome: GateOutcome = self.hooks.gate(solution, state.definition, state.workloads,
-                                                   trials=self.config.trials, seed=self.config.seed)
-        except Exception as exc:  # the gate reports failures as statuses; an exception is a failure too
-            outcome = GateOutcome("FAILED", reason=f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
-                                  if str(exc) else type(exc).__name__)
-        (folder / "gate.json").write_text(json.dumps(asdict(outcome), indent=1) + "\n")
-        if outcome.status == "NOT_GATED":
-            statuses["gate"] = f"not gated: {outcome.reason}"
-            statuses["bench"] = "not timed: not gated"
-            return
-        statuses["gate"] = "PASSED" if outcome.status == "PASSED" else f"FAILED ({outcome.reason})"
-        if outcome.status != "PASSED":
-            statuses["bench"] = "not timed: gate did not pass"
-            return
-        try:  # the gate may have timed the candidate in the same worker; otherwise time it now
-            rows = outcome.timings if outcome.timings is not None else self.hooks.time(
-                solution, state.definition, state.workloads, seed=self.config.seed)
-        except Exception as exc:  # a missing sdk.bench or a crash while timing: say so, time nothing
-            statuses["bench"] = f"not timed: {type(exc).__name__}: {str(exc)[:160]}"
-            return
-        (folder / "bench.json").write_text(json.dumps(rows, indent=1) + "\n")
-        statuses["bench"] = f"timed {len(rows)} workload(s)"
-        record["cold_warm_reported"] = bool(rows) and all(r.get("cold_ms") is not None and r.get("warm_ms")
-                                                          is not None for r in rows)
-        record["latency_ms"] = round(statistics.fmean(r["latency_ms"] for r in rows), 6)
-        latencies = {r["workload"]: r["latency_ms"] for r in rows}
-        if state.root_bench is None:
-            state.root_bench = latencies
-        ratios = [state.root_bench[w] / t for w, t in latencies.items() if w in state.root_bench and t > 0]
-        record["speedup"] = round(statistics.fmean(ratios), 6) if ratios else None
-
-    def _decide(self, state: DefinitionState, iteration: int, record: dict, folder: Path) -> dict:
-        statuses = record["statuses"]
+        if final is None:
+            final = blank_record(box)
+            final["statuses"]["coder"] = f"failed: {outcome.reason}"
+        rows = final.pop("bench_rows", None)
+        record.update(final)
+        if rows:  # scored now that the first timed candidate of the run is known
+            record.update(score(rows, box.parent_bench, state.first_bench or rows))
         timed = record["speedup"] is not None
         if timed:
             self._profile(state, iteration, record, folder)
         else:
-            why = statuses.get("bench", statuses)
-            text = f"not profiled: nothing was timed ({why})\n" + self._ptxas_lines(record)
-            (folder / "profile.md").write_text(text)
-        decision = rule_decision(record, state.best, self.config.min_gain)
+            why = record["statuses"].get("bench") or record["statuses"]
+            (folder / "profile.md").write_text(f"not profiled: nothing was timed ({why})\n" + self._ptxas_lines(record))
+        decision = rule_decision(record, state.best, self.config.min_gain, parent=parent,
+                                 frontier_floor=state.frontier.floor())
         if timed:
-            ctx = {**self._common_context(state, iteration), "candidate_id": record["id"],
-                   "candidate": {k: record[k] for k in ("id", "parent", "params", "latency_ms", "speedup")},
-                   "gate_rows": self._json(folder, "gate.json", {}).get("rows", []),
-                   "bench": self._json(folder, "bench.json", []), "best": state.best and {
-                       k: state.best[k] for k in ("id", "latency_ms", "speedup")},
-                   "min_gain": self.config.min_gain, "rule_decision": decision}
-            _, verdict = self._call("evaluator", "evaluate", state, iteration, record["id"], ctx, {"timed"})
+            ectx = {**self._common_context(state, iteration), "candidate_id": cid,
+                    "candidate": {k: record.get(k) for k in ("id", "parent", "params", "overlay_files", "latency_ms",
+                                                             "speedup", "speedup_vs_reference", "speedup_vs_parent")},
+                    "gate_rows": self._json(folder, "gate.json", {}).get("rows", []),
+                    "bench": self._json(folder, "bench.json", []), "best": state.best and {
+                        k: state.best[k] for k in ("id", "latency_ms", "speedup")},
+                    "min_gain": self.config.min_gain, "rule_decision": decision}
+            _, verdict = self._call("evaluator", "evaluate", state, iteration, cid, ectx, {"timed"})
             said = verdict.get("decision")
             if decision["decision"] == "accept" and said in ("rework", "reject"):
                 decision = {"decision": said, "reason": f"evaluator: {verdict.get('reason', '')}".strip()}
         record.update(decision)
         (folder / "decision.json").write_text(json.dumps(decision, indent=1) + "\n")
+        if timed and not state.first_bench:
+            state.first_bench = self._json(folder, "bench.json", [])
         if decision["decision"] == "accept":
-            state.best, state.non_improving, state.failures = record, 0, 0
+            state.frontier.add(record)
+            state.non_improving = state.failures = 0
         elif timed:
             state.non_improving += 1
         elif decision["decision"] == "reject":
@@ -500,7 +553,9 @@ class Loop:
             slowest = max(bench, key=lambda r: r["latency_ms"])["workload"]
             workload = next((w for w in state.workloads if w.uuid == slowest), None)
             try:
-                ncu = self.hooks.profile(folder / "package", state.definition, workload, folder) if workload else None
+                with self.pool.acquire() as device:
+                    ncu = self.hooks.profile(folder / "package", state.definition, workload, folder,
+                                             device=device) if workload else None
             except Exception as exc:  # ncu missing counters permission, timeouts: timing evidence only
                 ncu = None
                 (folder / "ncu.txt").write_text(f"ncu failed: {type(exc).__name__}: {exc}\n")
@@ -523,14 +578,17 @@ class Loop:
             name = f"{self.config.promote_name}_{state.template}"
         chain, node = [], best
         while node is not None:
-            chain.append({k: node[k] for k in ("id", "params", "latency_ms", "speedup", "decision", "reason")})
-            node = next((r for r in state.records if r["id"] == node["parent"]), None)
+            chain.append({k: node.get(k) for k in ("id", "params", "overlay_files", "latency_ms", "speedup",
+                                                   "speedup_vs_reference", "speedup_vs_parent", "decision",
+                                                   "reason")})
+            node = self._record_of(state, node["parent"])
         folder = self.run_dir / "candidates" / best["id"]
         evidence = {"run_id": self.run_id, "candidate": best, "lineage": chain, "gpu": self.gpu,
                     "workloads": [w.uuid for w in state.workloads], "trials": self.config.trials,
                     "seed": self.config.seed, "gate": self._json(folder, "gate.json", {}),
                     "bench": self._json(folder, "bench.json", []), "skills_digest": sk.set_digest(self.skills),
                     "policy_sha256": sha256(self.policy.raw or "builtin"), "backend": self.config.backend,
+                    "patches": sorted(p.name for p in (folder / "patches").glob("*.diff")),
                     "ledger_totals": summarize(self.ledger.records)["by_definition"].get(state.definition)}
         dest = cand.promote(best, folder / "package", dest_root, name, evidence)
         state.promoted = str(dest)
@@ -538,36 +596,33 @@ class Loop:
                           latency_ms=best["latency_ms"], speedup=best["speedup"])
 
     def _summary(self) -> dict:
+        ledger = summarize(self.ledger.records)
+        calls = [r for r in self.ledger.records if r.get("kind") == "call"]
         return {"run_id": self.run_id, "run_dir": str(self.run_dir), "backend": self.config.backend,
-                "gpu": self.gpu, "ledger": summarize(self.ledger.records),
+                "gpu": self.gpu, "ledger": ledger,
+                "model_calls": {"total": len(calls), "ok": sum(r.get("error.type") is None for r in calls)},
                 "definitions": [{"definition": s.definition, "template": s.template, "candidates": len(s.records),
                                  "decisions": {d: sum(r["decision"] == d for r in s.records)
                                                for d in ("accept", "rework", "reject", "blocked")},
-                                 "best": s.best and {k: s.best[k] for k in ("id", "params", "latency_ms", "speedup")},
+                                 "best": s.best and {k: s.best.get(k) for k in (
+                                     "id", "params", "overlay_files", "latency_ms", "speedup", "speedup_basis",
+                                     "speedup_vs_reference", "speedup_vs_parent")},
+                                 "frontier": [r["id"] for r in s.frontier.members],
                                  "promoted": s.promoted, "stop_reason": s.stop_reason,
                                  "workloads": [w.uuid for w in s.workloads]} for s in self.states]}
 
     def _write_manifest(self, names: list[str], finished: bool, summary: dict | None = None) -> None:
         manifest = {"run_id": self.run_id, "config": self.config.manifest(), "definitions": names,
                     "backend": self.config.backend, "model": getattr(self.backend, "model", None), "gpu": self.gpu,
-                    "skills": [s.ref() for s in self.skills], "skills_digest": sk.set_digest(self.skills),
-                    "policy": self.policy.source, "python": platform.python_version(), "finished": finished,
+                    "devices": self.pool.devices, "skills": [s.ref() for s in self.skills],
+                    "skills_digest": sk.set_digest(self.skills), "policy": self.policy.source,
+                    "python": platform.python_version(), "finished": finished,
                     "summary": summary and {"definitions": summary["definitions"],
-                                            "ledger_total": summary["ledger"]["total"]}}
+                                            "ledger_total": summary["ledger"]["total"],
+                                            "model_calls": summary["model_calls"]}}
         (self.run_dir / "run.json").write_text(json.dumps(manifest, indent=1, default=str) + "\n")
 
     # ----- small file helpers -------------------------------------------------------------------------------
-    @staticmethod
-    def _sources(folder: Path | None) -> dict[str, str]:
-        source = folder / "package" / "solution" / "python" if folder else None
-        if source is None or not source.is_dir():
-            return {}
-        out = {}
-        for path in sorted(source.iterdir()):
-            text = path.read_text()
-            out[path.name] = text[:SOURCE_CHARS] + ("\n[... truncated]" if len(text) > SOURCE_CHARS else "")
-        return out
-
     @staticmethod
     def _tail(folder: Path | None, name: str, chars: int = 4000) -> str:
         path = folder / name if folder else None
