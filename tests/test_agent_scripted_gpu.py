@@ -1,4 +1,4 @@
-"""The H200 scripted run (tools/h200_agent_tools.sh) against a pretend GPU: the real script, the real loop and
+"""The H200 scripted run (README, "Agent loop") against a pretend GPU: the real script, the real loop and
 tools, and a fake `sdk.gate` whose timings depend on the patched CUDA source, so the GPU-only paths run on CPU:
 bench through the tool, the final pipeline reusing what the tool measured, profiler and evaluator, speedup vs
 reference and vs parent, promotion of an edited candidate with its patch as evidence."""

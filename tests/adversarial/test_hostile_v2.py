@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from sdk import workloads
-from sdk.gate import gate_solution
+from sdk.gate import contest_tolerance, gate_solution
 from tests.adversarial.hostile_v2 import EXPECTED, MOE
 from tests.adversarial.support import TIMING, package, tiny_workload
 
@@ -33,6 +33,7 @@ NO_TELL = ["h2_content_cache", "h2_nan_sniff", "h2_profiler_sniff", "h2_event_fa
 
 def _gate(name, workload=None, plan=TIMING, **kw):
     solution = package(name).solution
+    kw.setdefault("tol", contest_tolerance(solution.definition))
     (result,) = gate_solution(solution, solution.definition, [workload or tiny_workload(solution.definition)],
                               device=kw.pop("device", "cpu"), plan=plan, **kw)
     return result
