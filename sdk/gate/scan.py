@@ -48,6 +48,7 @@ FORBIDDEN_MODULES = {
     "inspect", "gc", "weakref", "builtins", "importlib", "ctypes", "_ctypes", "cffi",
     "threading", "_thread", "multiprocessing", "concurrent", "asyncio", "subprocess", "signal", "pty", "mmap",
     "socket", "ssl", "http", "urllib", "urllib3", "requests", "httpx", "torch.multiprocessing",
+    "traceback", "torch.overrides", "torch.library", "torch._C",  # stack walks, function modes, op overrides
 }
 HOST_MODULES = {"numpy"}
 DYNAMIC_CALLS = {"exec", "eval", "compile", "__import__", "globals", "vars", "breakpoint"}
@@ -243,6 +244,8 @@ class _PythonScan(ast.NodeVisitor):
                 self._check_module(node, f"{node.module}.{alias.name}")
         for alias in node.names:
             self.imported[alias.asname or alias.name] = f"{node.module or '.'}.{alias.name}"
+            if node.module == "sys" and alias.name in SYS_ATTRS | INTROSPECTION_ATTRS:
+                self.add("introspection", node, f"imports sys.{alias.name}")
 
     def _check_module(self, node: ast.AST, module: str) -> None:
         hit = _forbidden(module)
@@ -327,6 +330,9 @@ class _PythonScan(ast.NodeVisitor):
             self.add("dynamic-code", node, f"calls {name}()")
         if self._resolve(_dotted(func)) in ASYNC_CALLS:
             self.add("host-thread", node, f"{_dotted(func)}() runs work asynchronously, past the call's return")
+        if name in ("getattr", "setattr", "delattr") and len(node.args) >= 2 and \
+                not (isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)):
+            self.add("dynamic-code", node, f"{name}() with an attribute name computed at run time")
         if name in ("getattr", "setattr", "delattr", "hasattr") and len(node.args) >= 2 and \
                 isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
             self._check_attribute(node.args[1].value, f"{_dotted(node.args[0])}.{node.args[1].value}", node)
@@ -374,6 +380,10 @@ class _PythonScan(ast.NodeVisitor):
     def _check_attribute(self, attr: str, dotted: str, node: ast.AST) -> None:
         """An attribute reached by `.attr` or by getattr(obj, "attr")."""
         dotted = self._resolve(dotted)
+        if _forbidden(dotted) and dotted.split(".")[0] in self.imported and dotted.startswith("torch."):
+            self.add("forbidden-import", node, f"uses {_forbidden(dotted)} (function modes, op overrides, internals)")
+        if attr == "sys" and dotted.split(".")[0] in self.imported:  # os.sys, torch.sys: the sys module by another name
+            self.add("introspection", node, f"uses {dotted}")
         if attr in INTROSPECTION_ATTRS or (dotted.startswith("sys.") and attr in SYS_ATTRS):
             self.add("introspection", node, f"uses {dotted or attr}")
         if attr in STREAM_ATTRS and (dotted.startswith(("torch.", "cuda.")) or attr not in ("stream", "graph")):

@@ -44,10 +44,23 @@ def test_every_h2_package_has_a_verdict_here():
                                            "h2_moe_weight_fingerprint"} == set(EXPECTED)
 
 
+# What the static scan (a first tripwire, not the defence) now refuses in these packages before any build.
+SCANNED = {"h2_sysmodules_checker": "introspection", "h2_torch_function_mode": "forbidden-import",
+           "h2_stats_median": "introspection", "h2_frame_sniff": "forbidden-import", "h2_pipe_forgery": "introspection",
+           "h2_gc_checkers": "forbidden-import"}
+
+
+@pytest.mark.parametrize("name", sorted(SCANNED))
+def test_the_scan_now_refuses_them_too(name):
+    result = _gate(name)
+    assert result.status == "RUNTIME_ERROR" and result.reason.startswith(f"static scan: {SCANNED[name]}"), result.reason
+
+
 @pytest.mark.parametrize("name", sorted(REJECTED))
 def test_tampering_tells_and_hidden_work_are_rejected(name):
+    """Without the scan: the judge process alone rejects each of them."""
     status, words = REJECTED[name]
-    result = _gate(name)
+    result = _gate(name, scan=name == "h2_gc_checkers")
     assert result.status != "PASSED" and not result.strict_passed, result.reason
     if status:
         assert result.status == status and words in result.reason, result.reason
@@ -64,7 +77,7 @@ def test_the_checker_is_out_of_reach_even_without_the_scan():
 def test_no_call_can_be_told_from_another(name, tmp_path, monkeypatch):
     log = tmp_path / "tell.log"
     monkeypatch.setenv("FIB_TELL_LOG", str(log))  # the worker inherits it
-    result = _gate(name)
+    result = _gate(name, scan=False)  # (the profiler sniffers read torch._C, which the scan refuses)
     branches = log.read_text().split()
     assert result.status == "PASSED" and result.strict_passed, result.reason
     assert len(branches) == TIMING.trials * TIMING.calls_per_trial and set(branches) == {"computed"}, branches
@@ -110,11 +123,16 @@ def test_skipping_cold_experts_passes_the_contest_rule_but_not_the_strict_verdic
 
 
 @pytest.mark.slow
-def test_a_weight_fingerprint_cache_goes_stale_when_an_active_expert_is_redrawn():
+def test_a_weight_fingerprint_cache_never_hits(tmp_path, monkeypatch):
+    """h2_moe_weight_fingerprint keeps dequantised expert weights under a fingerprint of their bytes and scales.
+    Scales are per-call inputs and one active expert's weights are re-drawn before every call: the cache never
+    hits, every call dequantises (its tell log), and the outputs pass."""
+    log = tmp_path / "tell.log"
+    monkeypatch.setenv("FIB_TELL_LOG", str(log))
     plan = TIMING.model_copy(update={"trials": 1, "warmup": 0, "iters": 3, "checks": 2})
     result = _gate("h2_moe_weight_fingerprint", _moe(8), plan=plan)
-    assert not result.strict_passed, result.reason
-    assert result.status != "PASSED" or "relative L2" in result.raw["strict"]["reason"], result.raw
+    assert result.status == "PASSED" and result.strict_passed, result.reason
+    assert log.read_text().split() == ["computed"] * 3
 
 
 # ---- GPU: the cheats that read the profiler or hide work from CUDA events -------------------------------------
@@ -127,7 +145,7 @@ def test_profiler_state_tells_nothing_on_gpu(name, tmp_path, monkeypatch):
     log = tmp_path / "tell.log"
     monkeypatch.setenv("FIB_TELL_LOG", str(log))
     plan = TIMING.model_copy(update={"profile": True, "checks": 4})
-    result = _gate(name, device="cuda", plan=plan)
+    result = _gate(name, device="cuda", plan=plan, scan=False)
     branches = log.read_text().split() if log.exists() else []
     if result.status == "PASSED":
         assert set(branches) == {"computed"}, branches
@@ -138,5 +156,5 @@ def test_profiler_state_tells_nothing_on_gpu(name, tmp_path, monkeypatch):
 @pytest.mark.gpu
 def test_json_trace_squeeze_is_rejected_on_gpu():
     plan = TIMING.model_copy(update={"profile": True})
-    result = _gate("h2_json_trace", device="cuda", plan=plan)
+    result = _gate("h2_json_trace", device="cuda", plan=plan, scan=False)
     assert result.status == "RUNTIME_ERROR" and "json.load" in result.reason, result.reason
