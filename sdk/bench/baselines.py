@@ -92,7 +92,9 @@ def time_baselines(definition: Definition, workload: Workload, *, seed: int, con
     ref = samples.get(f"reference:{source}")
     others = {k.split(":", 1)[1]: mean(v) for k, v in samples.items() if k.startswith("reference:")}
     probe_ms = mean(samples["probe"]) if "probe" in samples else None
+    spread = (max(ref) - min(ref)) / mean(ref) * 100 if ref and len(ref) > 1 and mean(ref) > 0 else None
     return {"reference_latency_ms": mean(ref) if ref else None, "reference_trials_ms": ref or [],
+            "reference_aa_pct": spread,  # the reference's own A/A: spread of its trial medians (host-bound Python)
             "reference_source": source, "references_ms": others, "probe_ms": probe_ms,
             "probe": {**probe_info, "gb_per_s": (probe_info.get("read_bytes", 0) + probe_info.get("write_bytes", 0))
                       / probe_ms / 1e6 if probe_ms else None}, "work": work,

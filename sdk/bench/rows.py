@@ -35,6 +35,7 @@ class ResultRow(BaseModel):
     reference_latency_ms: float | None = None   # the reference the gate graded against (`reference_source`)
     reference_source: str | None = None        # "official" (a loaded FlashInfer-Bench definition) or "fib-sdk"
     reference_trials_ms: list[float] = []
+    reference_aa_pct: float | None = None      # spread of the reference's trial medians, % of their mean
     references_ms: dict[str, float] = {}       # every reference timed in the run, by source
     probe_ms: float | None = None              # CUPTI span of a launch that only reads the workload's bytes
     probe: dict = {}

@@ -114,6 +114,7 @@ def make_row(package: SolutionPackage, result, baseline: dict, ceilings, gpu: bo
         reference_latency_ms=baseline.get("reference_latency_ms"),
         reference_trials_ms=baseline.get("reference_trials_ms") or [], work=baseline.get("work"),
         reference_source=baseline.get("reference_source"), references_ms=baseline.get("references_ms") or {},
+        reference_aa_pct=baseline.get("reference_aa_pct"),
         probe_ms=baseline.get("probe_ms"), probe=baseline.get("probe") or {},
         peers=baseline.get("peers") or {}, matched_ratio=extra.get("matched_ratio"), max_abs_error=raw.get("max_abs"),
         rel_l2=max((v for k, v in extra.items() if k.endswith("rel_l2") and isinstance(v, float)), default=None),

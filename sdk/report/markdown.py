@@ -203,6 +203,21 @@ def _workload_table(rows: list[dict]) -> list[str]:
             ref_run = r.get("reference_run")
             line.append(f"{r.get('run', DASH)}" + ("" if r.get("same_run_reference") or not ref_run
                                                    else f" ({ref_run}, cross-run)"))
+    if any(r.get("bound_ms") for r in rows):  # the measured bound (issue: a probe that reads the workload's bytes)
+        headers += ["bound ms", "latency/bound", "probe GB/s"]
+        for line, r in zip(table, rows):
+            bound, gbs = r.get("bound_ms"), (r.get("probe") or {}).get("gb_per_s")
+            line += [_ms(bound), _num(r["latency_ms"] / bound) if scoring.passed(r) and bound else DASH,
+                     _num(gbs, 0) if gbs else DASH]
+    if any(r.get("references_ms") for r in rows):  # both references when a dataset was loaded
+        sources = sorted({k for r in rows for k in (r.get("references_ms") or {})})
+        headers += [f"{k} reference ms" for k in sources] + ["graded against"]
+        for line, r in zip(table, rows):
+            line += [_ms((r.get("references_ms") or {}).get(k)) for k in sources] + [r.get("reference_source") or DASH]
+    if any(r.get("strict_passed") is not None for r in rows):
+        headers.append("strict")
+        for line, r in zip(table, rows):
+            line.append(DASH if r.get("strict_passed") is None else "ok" if r["strict_passed"] else "FAIL")
     out = [_table(table, headers), ""]
     failures = [r for r in rows if not scoring.passed(r) and not r.get("gate_only")]
     gate_only = [r for r in rows if r.get("gate_only")]
@@ -219,7 +234,9 @@ def _definition(definition: str, solutions: dict[str, list[dict]], out_dir: Path
     out = [f"## {definition}", "", f"FlashInfer baseline on Hopper: {BASELINE_ON_HOPPER.get(definition, DASH)}.", "",
            "`x ref` = reference / ours; `latency/floor` = ours / max(bytes / HBM bandwidth, FLOPs / matrix rate), "
            "both ceilings measured in the same run (the floor ignores launch latency, a few µs per kernel); "
-           "peer cells show ms, the status when the peer failed, and `(graph)` when the peer ran as a CUDA graph.",
+           "peer cells show ms, the status when the peer failed, and `(graph)` when the peer ran as a CUDA graph; "
+           "`bound ms` = max(the CUPTI span of a probe launch that only reads the bytes this workload must read, "
+           "FLOPs / measured matrix rate), where measured; `strict` is the gate's strict verdict.",
            ""]
     for name, rows in solutions.items():
         out += [f"### {name}", ""] + _workload_table(rows)
