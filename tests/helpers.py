@@ -34,3 +34,14 @@ def write_package(root, definition: str, main_py: str, name: str = "fixture", **
               for k, v in spec.items()]
     (root / "config.toml").write_text("\n".join(lines).replace("'", '"') + "\n")
     return root
+
+
+def cli_runner():
+    """A click test runner that keeps stderr apart on every click the SDK runs with (litellm pins click 8.1, where
+    that must be asked for; 8.2 and later always do it and no longer take the argument)."""
+    from click.testing import CliRunner
+
+    try:
+        return CliRunner(mix_stderr=False)
+    except TypeError:
+        return CliRunner()

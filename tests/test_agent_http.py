@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from tests.helpers import cli_runner
 
 litellm = pytest.importorskip("litellm", reason="litellm is not installed (the `agent` extra): the real-HTTP "
                                                 "litellm tests need it")
@@ -101,7 +101,7 @@ def test_a_scripted_model_patches_cuda_through_litellm_tool_calls(tmp_path):
 def test_retries_are_counted_once_and_the_cli_fails_when_no_call_succeeds(tmp_path):
     busy = {"error": {"status": 429, "message": "slow down", "type": "rate_limit"}}
     with ScriptServer(scripted({"planner": [busy] * 5})) as server:
-        result = CliRunner().invoke(regenerate, [
+        result = cli_runner().invoke(regenerate, [
             DEF, "--template", "toy_scale", "--templates-root", str(TOY_ROOT), "--backend", "litellm",
             "--model", "openai/scripted", "--api-base", server.url, "--max-retries", "2", "--retry-backoff-s",
             "0.05", "--compile-check", "never", "--run-dir", str(tmp_path / "run")])

@@ -8,7 +8,7 @@ import time
 import warnings
 
 import pytest
-from click.testing import CliRunner
+from tests.helpers import cli_runner
 
 from sdk.agent import jsonl
 from sdk.agent.commands import ledger as ledger_command
@@ -85,11 +85,11 @@ def test_summary_totals_by_definition_role_and_model(tmp_path):
 def test_ledger_command_prints_tables_and_json(tmp_path):
     ledger = Ledger(tmp_path, "run-1")
     call(ledger, "planner", "d1", Usage(100, 10), 0.5)
-    out = CliRunner().invoke(ledger_command, [str(tmp_path)])
+    out = cli_runner().invoke(ledger_command, [str(tmp_path)])
     assert out.exit_code == 0 and "planner" in out.output and "0.500000" in out.output
-    out = CliRunner().invoke(ledger_command, [str(tmp_path), "--json"])
+    out = cli_runner().invoke(ledger_command, [str(tmp_path), "--json"])
     assert json.loads(out.output)["total"]["gen_ai.usage.input_tokens"] == 100
-    out = CliRunner().invoke(ledger_command, [str(tmp_path / "nothing")])
+    out = cli_runner().invoke(ledger_command, [str(tmp_path / "nothing")])
     assert out.exit_code == 1 and "no ledger.jsonl" in out.output
 
 
@@ -116,7 +116,7 @@ def test_otel_usage_import_attributes_calls_to_candidates(tmp_path):
                 {"key": "gen_ai.usage.input_tokens", "value": {"intValue": "300"}},
                 {"key": "gen_ai.usage.output_tokens", "value": {"intValue": "30"}},
                 {"key": "gen_ai.usage.reasoning.output_tokens", "value": {"intValue": "7"}}]}]}]}]}))
-    out = CliRunner().invoke(ledger_command, [str(tmp_path), "--json", "--import-otel", str(flat),
+    out = cli_runner().invoke(ledger_command, [str(tmp_path), "--json", "--import-otel", str(flat),
                                               "--import-otel", str(logs), "--agent", "claude-code"])
     assert out.exit_code == 0, out.output
     assert "3 usage record(s) imported" in out.output and "1 usage record(s) imported" in out.output
@@ -126,7 +126,7 @@ def test_otel_usage_import_attributes_calls_to_candidates(tmp_path):
     assert calls[0]["gen_ai.provider.name"] == "anthropic" and calls[0]["fib_sdk.agent"] == "claude-code"
     assert calls[2]["fib_sdk.cost.usd"] == 0.25 and calls[3]["gen_ai.usage.reasoning.output_tokens"] == 7
     assert not (tmp_path / "calls" / f"{calls[0]['seq']:05d}.json").exists()  # nothing to replay in an import
-    again = CliRunner().invoke(ledger_command, [str(tmp_path), "--import-otel", str(flat)])
+    again = cli_runner().invoke(ledger_command, [str(tmp_path), "--import-otel", str(flat)])
     assert "0 usage record(s) imported, 3 already in the ledger" in again.output
     summary = summarize(jsonl.read(tmp_path / "ledger.jsonl"))
     assert summary["by_role"]["external-agent"]["calls"] == 4 and summary["total"]["cost_unknown_calls"] == 3

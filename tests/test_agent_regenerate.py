@@ -3,7 +3,7 @@ import json
 import sys
 from pathlib import Path
 
-from click.testing import CliRunner
+from tests.helpers import cli_runner
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
 from agent_fakes import DEF, TOY_ROOT  # noqa: E402
@@ -55,31 +55,31 @@ def test_committed_solutions_do_not_drift():
 def test_regenerate_without_arguments_is_the_drift_check(tmp_path):
     folder = rendered_solution(tmp_path)
     args = ["--solutions-root", str(tmp_path), "--templates-root", str(TOY_ROOT)]
-    result = CliRunner().invoke(regenerate, args)
+    result = cli_runner().invoke(regenerate, args)
     assert result.exit_code == 0 and "no drift: 1 rendered solution(s)" in result.output
     (folder / "solution" / "python" / "toy_kernel.cuh").write_text("// edited by hand\n")
-    result = CliRunner().invoke(regenerate, args)
+    result = cli_runner().invoke(regenerate, args)
     assert result.exit_code == 1
     assert f"DRIFT {folder / 'solution' / 'python' / 'toy_kernel.cuh'}: drifted" in result.output
 
 
 def test_regenerate_runs_the_offline_loop(tmp_path):
-    result = CliRunner().invoke(regenerate, [DEF, "--template", "toy_scale", "--templates-root", str(TOY_ROOT),
+    result = cli_runner().invoke(regenerate, [DEF, "--template", "toy_scale", "--templates-root", str(TOY_ROOT),
                                              "--max-iters", "2", "--compile-check", "never",
                                              "--run-dir", str(tmp_path / "run")])
     assert result.exit_code == 0, result.output
     assert "iteration budget reached (2)" in result.output
     assert (tmp_path / "run" / "candidates.jsonl").read_text().count("\n") == 2
-    bad = CliRunner().invoke(regenerate, ["no_such_definition", "--run-dir", str(tmp_path / "x")])
+    bad = cli_runner().invoke(regenerate, ["no_such_definition", "--run-dir", str(tmp_path / "x")])
     assert bad.exit_code == 1 and "unknown definition 'no_such_definition'" in bad.output
 
 
 def test_regenerate_replays_a_recorded_run_from_its_folder(tmp_path):
     common = ["--templates-root", str(TOY_ROOT), "--compile-check", "never"]
-    first = CliRunner().invoke(regenerate, [DEF, "--template", "toy_scale", "--max-iters", "3", "--parallel", "2",
+    first = cli_runner().invoke(regenerate, [DEF, "--template", "toy_scale", "--max-iters", "3", "--parallel", "2",
                                             "--seed", "4", "--run-dir", str(tmp_path / "a"), *common])
     assert first.exit_code == 0, first.output
-    again = CliRunner().invoke(regenerate, ["--backend", "replay", "--replay-from", str(tmp_path / "a"),
+    again = cli_runner().invoke(regenerate, ["--backend", "replay", "--replay-from", str(tmp_path / "a"),
                                             "--run-dir", str(tmp_path / "b"), *common])
     assert again.exit_code == 0, again.output
     a, b = ([json.loads(line) for line in (tmp_path / d / "candidates.jsonl").read_text().splitlines()]

@@ -8,19 +8,18 @@ import time
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from sdk import cli, definitions, paths
 from sdk.cli import main
 from sdk.errors import BadInputError, one_line
-from tests.helpers import INDEXER, write_package
+from tests.helpers import cli_runner, INDEXER, write_package
 
 ROOT = Path(__file__).resolve().parent.parent
 OK_MAIN = "def run(q, k, w, lens, table, out):\n    out.fill_(-1)\n"
 
 
 def invoke(*args: str):
-    return CliRunner().invoke(main, [str(a) for a in args])
+    return cli_runner().invoke(main, [str(a) for a in args])
 
 
 def assert_one_error_line(result, code: int, *needles: str) -> str:

@@ -5,13 +5,12 @@ import shutil
 
 import pytest
 import torch
-from click.testing import CliRunner
 
 from sdk import definitions, inputs, workloads
 from sdk.cli import main
 from sdk.definitions import sources
 from sdk.errors import BadInputError
-from tests.helpers import ATTENTION, INDEXER, MOE, small_attention, small_indexer
+from tests.helpers import cli_runner, ATTENTION, INDEXER, MOE, small_attention, small_indexer
 
 COUNTS = {MOE: 19, INDEXER: 128, ATTENTION: 23}
 
@@ -113,7 +112,7 @@ def test_ambiguous_and_mislabelled_datasets_are_rejected(tmp_path, shared_contes
 
 
 def test_cli_definitions_option_reaches_every_reader(official_root):
-    runner = CliRunner()
+    runner = cli_runner()
     shown = runner.invoke(main, ["env", "definitions", "--definitions", str(official_root), "--json"])
     assert shown.exit_code == 0, shown.output
     assert {e["source"] for e in json.loads(shown.output).values()} == {"official"}

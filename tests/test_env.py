@@ -7,7 +7,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from tests.helpers import cli_runner
 
 from sdk.cli import main
 from sdk.env import wheels
@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_download_commands_target_the_device_interpreter_without_dependencies():
-    out = CliRunner().invoke(main, ["env", "wheels", "--dry-run", "--dest", "W", "--only", "pydantic-core",
+    out = cli_runner().invoke(main, ["env", "wheels", "--dry-run", "--dest", "W", "--only", "pydantic-core",
                                     "--only", "sglang-kernel"])
     assert out.exit_code == 0, out.output
     core, kernel = out.output.strip().splitlines()
@@ -66,7 +66,7 @@ def test_prebuild_without_a_gpu_reports_every_peer_as_a_row(tmp_path):
 
     if torch.cuda.is_available():
         pytest.skip("on a GPU machine the prebuild really compiles (tens of seconds to minutes)")
-    out = CliRunner().invoke(main, ["env", "prebuild", "--out", str(tmp_path), "--budget-s", "60"])
+    out = cli_runner().invoke(main, ["env", "prebuild", "--out", str(tmp_path), "--budget-s", "60"])
     assert out.exit_code == 0, out.output
     report = json.loads((tmp_path / "peers_prebuild.json").read_text())
     from sdk import peers

@@ -5,7 +5,7 @@ import os
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from tests.helpers import cli_runner
 
 from sdk.errors import BadInputError
 from sdk.report import render_report
@@ -106,7 +106,7 @@ def test_same_row_in_two_files_is_refused(results_file, tmp_path):
 
 
 def test_cli_writes_the_report_and_reports_bad_input(results_file, tmp_path):
-    runner = CliRunner()
+    runner = cli_runner()
     ok = runner.invoke(report, [str(results_file), "--out", str(tmp_path / "cli"), "--paper", str(PAPER)])
     assert ok.exit_code == 0, ok.output
     assert (tmp_path / "cli" / "REPORT.md").exists()
@@ -121,7 +121,7 @@ def test_cli_latest_picks_the_newest_results_file(results_file, tmp_path):
     older = tmp_path / "older.json"
     older.write_text(json.dumps(results_doc([])))
     os.utime(older, (1, 1))
-    out = CliRunner().invoke(report, ["--latest", "--results-dir", str(tmp_path), "--out", str(tmp_path / "l"),
+    out = cli_runner().invoke(report, ["--latest", "--results-dir", str(tmp_path), "--out", str(tmp_path / "l"),
                                       "--paper", str(PAPER)])
     assert out.exit_code == 0, out.output
     assert "`results.json`" in (tmp_path / "l" / "REPORT.md").read_text()

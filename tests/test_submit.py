@@ -11,7 +11,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner  # noqa: F401
+from tests.helpers import cli_runner
 
 from sdk import workloads as wl
 from flashinfer_bench.data import Environment, Solution
@@ -259,7 +260,7 @@ def test_rules_accept_mentions_in_comments_and_docstrings():
 
 
 def test_cli_packages_and_refuses_with_one_line(repo):
-    runner = CliRunner()
+    runner = cli_runner()
     ok = runner.invoke(main, ["submit", "solutions/toy_attention", "--gate"])  # no GPU: committed evidence
     assert ok.exit_code == 0, ok.output
     assert "no CUDA GPU here: packaging from the committed evidence" in ok.output
@@ -287,7 +288,7 @@ def test_gate_flag_on_a_gpu_records_evidence_then_packages(repo, monkeypatch):
     monkeypatch.setattr(gating, "gpu_available", lambda: True)
     monkeypatch.setattr(gating, "gate_environment", lambda trials, seed: {**ENV, "trials": trials, "seed": seed})
     monkeypatch.setattr(gate, "gate_solution", fake_gate)
-    result = CliRunner().invoke(main, ["submit", "solutions/toy_moe", "--gate"])
+    result = cli_runner().invoke(main, ["submit", "solutions/toy_moe", "--gate"])
     assert result.exit_code == 0, result.output
     definition = package.solution.definition
     ((seen_definition, count, trials, seed, tol),) = calls
@@ -304,7 +305,7 @@ def test_gate_flag_on_a_gpu_records_evidence_then_packages(repo, monkeypatch):
 
 def test_submit_without_arguments_packages_submission_toml_from_any_subfolder(repo, monkeypatch):
     monkeypatch.chdir(repo.root / "solutions" / "toy_moe")  # deep inside the project
-    result = CliRunner().invoke(main, ["submit"])
+    result = cli_runner().invoke(main, ["submit"])
     assert result.exit_code == 0, result.output
     out = repo.root / "dist" / "submission"
     assert sorted(p.name for p in out.iterdir()) == ["SUBMISSION.md", "packed_solution.json", "toy_attention"]
@@ -321,7 +322,7 @@ def test_submit_without_arguments_or_submission_toml_says_what_to_do(repo):
 
 
 def test_a_refused_submit_removes_the_previous_submission(repo):
-    runner = CliRunner()
+    runner = cli_runner()
     assert runner.invoke(main, ["submit", "solutions/toy_attention"]).exit_code == 0
     dist = repo.root / "dist"
     assert sorted(p.name for p in dist.iterdir()) == ["submission", "submission.tar.gz", "submission.tar.gz.sha256"]
@@ -334,7 +335,7 @@ def test_a_refused_submit_removes_the_previous_submission(repo):
 
 
 def test_out_writes_only_inside_its_folder(repo):
-    runner = CliRunner()
+    runner = cli_runner()
     mine = repo.root / "mine"
     mine.mkdir()
     beside = repo.root / "mine.tar.gz"
