@@ -9,7 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
-from agent_fakes import INDEXER_SCRIPT, FakeGpuHooks  # noqa: E402
+from agent_fakes import INDEXER_SCRIPT, FakeGpuHooks, judge_records  # noqa: E402
 
 from sdk.agent import jsonl  # noqa: E402
 from sdk.agent.hooks import Hooks  # noqa: E402
@@ -37,9 +37,8 @@ def install_fake_gate(monkeypatch) -> list:
         for w in workloads:
             short = w.axes["max_num_pages"] * 64 <= 2048
             latency = (0.008 if patched else 0.010) if short else 0.030  # the patch only touches short rows
-            raw = {"device": "cuda:0", "reference_ms": [2.0],
-                   "calls": [{"index": 0, "trial": 0, "timed": True, "wall_ms": latency, "span_ms": latency}]}
-            out.append(SimpleNamespace(workload=w, status="PASSED", reason="", raw=raw if plan is not None else {}))
+            raw = judge_records(latency, 2.0, calls=1) if plan is not None else {}
+            out.append(SimpleNamespace(workload=w, status="PASSED", reason="", raw=raw))
         return out
 
     module = types.ModuleType("sdk.gate")

@@ -14,16 +14,13 @@ import torch
 from .. import definitions
 from .._fib import Definition, Workload
 from ..gate.compare import Tolerance, check
+from ..gate.judge import as_tuple
 from ..gate.pool import InputPool
 from . import floors
 from .config import BenchConfig
 from .timing import time_many
 
 HOST = "judge process: reference and peers on the solutions' input pool (same seed), not inside any solution"
-
-
-def _as_tuple(value) -> tuple:
-    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
 
 
 def time_baselines(definition: Definition, workload: Workload, *, seed: int, config: BenchConfig, device: str,
@@ -56,7 +53,7 @@ def time_baselines(definition: Definition, workload: Workload, *, seed: int, con
                               "descriptor_bytes": ready.descriptor_bytes}
             except Exception as exc:  # noqa: BLE001 - reported; the row then has no bound
                 probe_info = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
-        ref_out = _as_tuple(ref_fn(**args)) if chosen else None
+        ref_out = as_tuple(ref_fn(**args)) if chosen else None
         for peer in chosen:
             if state[peer.name]["status"] != "PASSED":
                 continue
@@ -66,7 +63,7 @@ def time_baselines(definition: Definition, workload: Workload, *, seed: int, con
                     state[peer.name].update(status="UNAVAILABLE", reason=why)
                     continue
                 call = peer.prepare(args)  # layout conversions: outside the timed region
-                result = check(definition.name, list(definition.outputs), _as_tuple(call()), ref_out, tol, args)
+                result = check(definition.name, list(definition.outputs), as_tuple(call()), ref_out, tol, args)
                 if not result.passed:
                     state[peer.name].update(status=result.status, reason=f"trial {trial}: {result.reason}")
                     continue

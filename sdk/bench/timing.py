@@ -17,11 +17,11 @@ from typing import Callable
 
 import torch
 
+from ..gate.spans import annotated_spans
+
 CUPTI = "cupti-span (torch.profiler/kineto), cold L2, no CUDA graph"
 EVENTS = "cuda-events (fallback: includes launch overhead), cold L2, no CUDA graph"
 WALL = "wall-clock (cpu device)"
-DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
-LAUNCH_CATS = {"cuda_runtime", "cuda_driver"}
 
 
 @dataclass
@@ -37,22 +37,8 @@ def l2_flush_buffer(device: torch.device) -> torch.Tensor:
 
 
 def spans_from_trace(trace: dict, marker: str) -> list[float]:
-    """Per annotated call `<marker><i>`: GPU span (ms) of the device activity its launch calls produced."""
-    events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X"]
-    calls = sorted(((e["ts"], e["ts"] + e.get("dur", 0), e["name"]) for e in events
-                    if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith(marker)))
-    launches = [(e["ts"], e.get("args", {}).get("correlation")) for e in events if e.get("cat") in LAUNCH_CATS]
-    device = {}
-    for e in events:
-        if e.get("cat") in DEVICE_CATS and (corr := e.get("args", {}).get("correlation")) is not None:
-            start, end = device.get(corr, (float("inf"), float("-inf")))
-            device[corr] = (min(start, e["ts"]), max(end, e["ts"] + e.get("dur", 0)))
-    spans = []
-    for begin, finish, _ in calls:
-        hits = [device[c] for ts, c in launches if begin <= ts <= finish and c in device]
-        if hits:
-            spans.append((max(h[1] for h in hits) - min(h[0] for h in hits)) / 1e3)  # trace times are µs
-    return spans
+    """Per annotated call `<marker><i>` that launched device work: its GPU span (ms), in call order."""
+    return list(annotated_spans(trace, marker).values())
 
 
 def _time_cupti(fns: dict[str, tuple[Callable, int]], flush: torch.Tensor) -> dict[str, list[float]]:

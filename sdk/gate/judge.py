@@ -11,7 +11,6 @@ here, so nothing the candidate does to its own interpreter reaches them.
 from __future__ import annotations
 
 import json
-import math
 import os
 import random
 import time
@@ -25,7 +24,8 @@ from .._fib import Definition, Solution, Workload
 from . import strict as strict_mod
 from .compare import Check, Tolerance, check
 from .plan import CallPlan
-from .pool import Call, InputPool
+from .pool import Call, InputPool, clone
+from .spans import annotated_spans
 
 CALL_PREFIX = "fib-call-#"
 
@@ -57,10 +57,6 @@ class Outcome:
     log: str = ""
 
 
-def _clone(values: dict) -> dict:
-    return {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in values.items()}
-
-
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -79,32 +75,15 @@ def check_call(definition: Definition, pool: InputPool, call: Call, tol: Toleran
     inputs = pool.private(call)
     _sync(device)
     start = time.perf_counter()
-    ref = as_tuple(reference(**_clone(inputs)))
+    ref = as_tuple(reference(**clone(inputs)))
     _sync(device)
     ref_ms = (time.perf_counter() - start) * 1e3
     return check(definition.name, list(definition.outputs), outs, ref, tol, inputs), ref_ms
 
 
 def call_spans(trace: dict) -> dict[int, float]:
-    """Per annotated call index: the GPU span (ms) from the first to the last kernel / memcpy / memset whose launch
-    API call happened inside the call's annotation (CUPTI activity records, through kineto's trace)."""
-    events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X"]
-    calls = sorted((e["ts"], e["ts"] + e.get("dur", 0), e["name"]) for e in events
-                   if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith(CALL_PREFIX))
-    launches = sorted((e["ts"], e.get("args", {}).get("correlation")) for e in events
-                      if e.get("cat") in ("cuda_runtime", "cuda_driver"))
-    device: dict = {}
-    for e in events:
-        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and \
-                (corr := e.get("args", {}).get("correlation")) is not None:
-            start, end = device.get(corr, (math.inf, -math.inf))
-            device[corr] = (min(start, e["ts"]), max(end, e["ts"] + e.get("dur", 0)))
-    spans = {}
-    for begin, finish, name in calls:
-        hits = [device[c] for ts, c in launches if begin <= ts <= finish and c in device]
-        if hits:
-            spans[int(name[len(CALL_PREFIX):])] = (max(h[1] for h in hits) - min(h[0] for h in hits)) / 1e3
-    return spans
+    """Per call index: the GPU span (ms) of the call's annotation in the worker's profiler trace."""
+    return {int(name[len(CALL_PREFIX):]): ms for name, ms in annotated_spans(trace, CALL_PREFIX).items()}
 
 
 def judge(ask: Callable[[dict], dict], pid: int, solution: Solution, definition: Definition, workload: Workload, *,

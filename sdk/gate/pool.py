@@ -37,7 +37,7 @@ def resident_names(definition: Definition) -> tuple[str, ...]:
     return tuple(n for n in RESIDENT.get(definition.name, ()) if n in definition.inputs)
 
 
-def _clone(values: dict) -> dict:
+def clone(values: dict) -> dict:
     return {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in values.items()}
 
 
@@ -89,11 +89,11 @@ class InputPool:
         for s in range(self.sets):
             drawn = self._draw(SET_TRIAL_BASE + s, self.resident) if self.resident else {}
             self.private_resident.append(drawn)
-            self.shared_resident.append(_clone(drawn))
+            self.shared_resident.append(clone(drawn))
         for s in range(self.slots):
             drawn = self._draw(s, self.light)
             self.private_light.append(drawn)
-            self.shared_light.append(_clone(drawn))
+            self.shared_light.append(clone(drawn))
             self.outputs.append(inputs_mod.alloc_outputs(self.definition, self.workload, self.device))
         self.calls = 0
 

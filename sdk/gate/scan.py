@@ -380,8 +380,8 @@ class _PythonScan(ast.NodeVisitor):
     def _check_attribute(self, attr: str, dotted: str, node: ast.AST) -> None:
         """An attribute reached by `.attr` or by getattr(obj, "attr")."""
         dotted = self._resolve(dotted)
-        if _forbidden(dotted) and dotted.split(".")[0] in self.imported and dotted.startswith("torch."):
-            self.add("forbidden-import", node, f"uses {_forbidden(dotted)} (function modes, op overrides, internals)")
+        if dotted.startswith("torch.") and dotted.split(".")[0] in self.imported and (hit := _forbidden(dotted)):
+            self.add("forbidden-import", node, f"uses {hit} (function modes, op overrides, internals)")
         if attr == "sys" and dotted.split(".")[0] in self.imported:  # os.sys, torch.sys: the sys module by another name
             self.add("introspection", node, f"uses {dotted}")
         if attr in INTROSPECTION_ATTRS or (dotted.startswith("sys.") and attr in SYS_ATTRS):
