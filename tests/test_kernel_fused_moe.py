@@ -1,9 +1,8 @@
-"""templates/fused_moe and its rendered solution: rendering, packaging, fragment index layouts, compile, fallback.
+"""templates/fused_moe and its rendered solution: rendering, packaging, the routing algorithm, compile, fallback.
 
-The fragment test replays, element by element, what the kernels' cp.async stores (swizzled), ldmatrix loads and
-mma.sync operand layouts (as the PTX ISA defines them) do with labelled data, and checks that every MMA multiplies
-weights and activations of the same true K index. The GPU checks live in tools/check_fused_moe.py (and the `gpu`
-test below).
+The tensor-core kernels themselves (wgmma/TMA grouped GEMMs at every tile configuration, split-K, the whole MoE per
+tile) are checked on the GPU by tests/test_kernel_fused_moe_wgmma.py; the `gpu` test below runs the rendered
+solution against the definition's reference under the contest tolerance and the strict rule.
 """
 from __future__ import annotations
 
@@ -59,152 +58,6 @@ def test_solution_package_is_a_contest_python_solution():
     assert not any(re.search(r"^\s*(from|import) sdk", s.content, re.M) for s in sol.sources)
 
 
-# ---- fragment layouts (PTX ISA semantics, replayed on labelled elements) ------------------------------------------
-
-def swz(row: int, chunk: int, chunks: int) -> int:
-    """Byte offset of 16-byte chunk `chunk` of `row` (moe_common.cuh swz<CHUNKS>)."""
-    return (row * chunks + (chunk ^ (row & 7))) * 16
-
-
-def inter_true_col(p: int) -> int:
-    return (p & 7) // 2 * 4 + (p >> 3) * 2 + (p & 1)
-
-
-def fp8_tile(rows: int, label) -> dict:
-    """Smem image of a [rows x 128 B] fp8 tile written chunk-wise through swz<8>: byte -> label(row, k)."""
-    mem = {}
-    for r in range(rows):
-        for ch in range(8):
-            for b in range(16):
-                mem[swz(r, ch, 8) + b] = label(r, ch * 16 + b)
-    return mem
-
-
-def bf16_tile(rows: int, label) -> dict:
-    """[rows x 128 bf16] tile through swz<16>, stored intermediate order: element byte offset -> label(row, k)."""
-    mem = {}
-    for r in range(rows):
-        for ch in range(16):
-            for e in range(8):
-                p = ch * 8 + e  # stored column
-                mem[swz(r, ch, 16) + 2 * e] = label(r, (p // 16) * 16 + inter_true_col(p % 16))
-    return mem
-
-
-def ldmatrix(mem: dict, lane_addr, count: int, elem_bytes: int) -> list:
-    """regs[lane][j]: the 4 bytes (fp8: 4 labels; bf16: 2 labels) thread `lane` receives from matrix j."""
-    regs = []
-    for lane in range(32):
-        row_addr = [lane_addr(j * 8 + lane // 4) for j in range(count)]
-        regs.append([tuple(mem[a + 4 * (lane % 4) + i] for i in range(0, 4, elem_bytes)) for a in row_addr])
-    return regs
-
-
-def widen(reg):
-    return reg[:2], reg[2:]
-
-
-def mma_operands(a_regs, b_regs, k: int):
-    """A[16][k], B[k][8] from per-lane registers (m16n8k32 e4m3: 4 labels/reg; m16n8k16 bf16: 2 labels/reg)."""
-    A = [[None] * k for _ in range(16)]
-    B = [[None] * 8 for _ in range(k)]
-    for lane in range(32):
-        g, t = lane // 4, lane % 4
-        a, b = a_regs[lane], b_regs[lane]
-        per = len(a[0])
-        for i in range(per):
-            A[g][per * t + i], A[g + 8][per * t + i] = a[0][i], a[1][i]
-            A[g][k // 2 + per * t + i], A[g + 8][k // 2 + per * t + i] = a[2][i], a[3][i]
-            B[per * t + i][g], B[k // 2 + per * t + i][g] = b[0][i], b[1][i]
-    return A, B
-
-
-def assert_same_k(A, B, rows, cols, seen: set):
-    for kappa in range(len(B)):
-        ks = {A[r][kappa][2] for r in range(16)} | {B[kappa][n][2] for n in range(8)}
-        assert len(ks) == 1, f"k index mismatch at kappa {kappa}: {ks}"
-        seen.add(ks.pop())
-        assert [A[r][kappa][1] for r in range(16)] == rows
-        assert [B[kappa][n][1] for n in range(8)] == cols
-
-
-def test_gemm1_fp8_fragments_pair_weights_and_tokens_by_k():
-    """Small GEMM1 (weights = A via x4, tokens = B via x2) and large GEMM1 (tokens = A, weights = B via x4)."""
-    w = fp8_tile(32, lambda r, k: ("W", r, k))
-    x = fp8_tile(16, lambda r, k: ("X", r, k))
-    for m in range(2):  # gemm1_small_kernel::compute
-        for n in range(2):
-            seen = set()
-            for q in range(4):
-                a = ldmatrix(w, lambda L: swz(m * 16 + (L & 7) + ((L >> 3) & 1) * 8, 2 * q + (L >> 4), 8), 4, 1)
-                b = ldmatrix(x, lambda L: swz(n * 8 + (L & 7), 2 * q + ((L >> 3) & 1), 8), 2, 1)
-                A, B = mma_operands(a, b, 32)
-                assert_same_k(A, B, list(range(m * 16, m * 16 + 16)), list(range(n * 8, n * 8 + 8)), seen)
-            assert seen == set(range(128))
-    xa = fp8_tile(32, lambda r, k: ("X", r, k))
-    wb = fp8_tile(32, lambda r, k: ("W", r, k))
-    for p in range(2):  # gemm1_large_kernel: B via x4 covers n-tiles 2p, 2p+1; A via x4
-        seen = {0: set(), 1: set()}
-        for q in range(4):
-            regs = ldmatrix(wb, lambda L: swz((2 * p + (L >> 4)) * 8 + (L & 7), 2 * q + ((L >> 3) & 1), 8), 4, 1)
-            a = ldmatrix(xa, lambda L: swz((L & 7) + ((L >> 3) & 1) * 8, 2 * q + (L >> 4), 8), 4, 1)
-            for half in range(2):
-                b = [[r[2 * half], r[2 * half + 1]] for r in regs]
-                A, B = mma_operands(a, b, 32)
-                cols = list(range((2 * p + half) * 8, (2 * p + half) * 8 + 8))
-                assert_same_k(A, B, list(range(16)), cols, seen[half])
-        assert seen[0] == seen[1] == set(range(128))
-
-
-def test_gemm2_widened_fp8_and_permuted_bf16_intermediate_pair_by_true_k():
-    w = fp8_tile(16, lambda r, k: ("W", r, k))
-    c = bf16_tile(16, lambda r, k: ("C", r, k))
-    # gemm2_small_kernel: W2 = A (fp8 x4 then widened), intermediate = B (bf16 x4 over 4 stored chunks)
-    seen = set()
-    for q in range(4):
-        r = ldmatrix(w, lambda L: swz((L & 7) + ((L >> 3) & 1) * 8, 2 * q + (L >> 4), 8), 4, 1)
-        b = ldmatrix(c, lambda L: swz(L & 7, 4 * q + (L >> 3), 16), 4, 2)
-        for s in range(2):
-            a = []
-            for lane in range(32):
-                lo_g, hi_g = widen(r[lane][2 * s])
-                lo_g8, hi_g8 = widen(r[lane][2 * s + 1])
-                a.append([lo_g, lo_g8, hi_g, hi_g8])
-            bb = [[regs[2 * s], regs[2 * s + 1]] for regs in b]
-            A, B = mma_operands(a, bb, 16)
-            assert_same_k(A, B, list(range(16)), list(range(8)), seen)
-    assert seen == set(range(128))
-    # gemm2_large_kernel: intermediate = A (bf16 x4), W2 = B (fp8 x4 over n-tiles 2p, 2p+1, widened)
-    wb = fp8_tile(16, lambda r, k: ("W", r, k))
-    ca = bf16_tile(16, lambda r, k: ("C", r, k))
-    for half in range(2):
-        seen = set()
-        for q in range(4):
-            regs = ldmatrix(wb, lambda L: swz((L >> 4) * 8 + (L & 7), 2 * q + ((L >> 3) & 1), 8), 4, 1)
-            for s in range(2):
-                a = ldmatrix(ca, lambda L: swz((L & 7) + ((L >> 3) & 1) * 8, 4 * q + 2 * s + (L >> 4), 16), 4, 2)
-                b = [list(widen(rg[2 * half + s])) for rg in regs]
-                A, B = mma_operands(a, b, 16)
-                assert_same_k(A, B, list(range(16)), list(range(half * 8, half * 8 + 8)), seen)
-        assert seen == set(range(128))
-
-
-def test_inter_permutation_is_a_bijection_per_16_columns():
-    assert sorted(inter_true_col(p) for p in range(16)) == list(range(16))
-    text = (ROOT / "templates" / "fused_moe" / "moe_common.cuh").read_text()
-    assert "return (p & 7) / 2 * 4 + (p >> 3) * 2 + (p & 1);" in text, "C++ inter_true_col changed: update mirror"
-
-
-def test_fp8_widening_is_value_times_2_pow_minus_120():
-    """widen_e4m3x4's bit moves, on every e4m3 byte (NaN codes excluded)."""
-    codes = torch.arange(256, dtype=torch.int32)
-    x = ((codes << 8) & 0x8000) | (((codes << 8) >> 4) & 0x07F0)  # one bf16 half: [0, b] -> sign | magnitude >> 4
-    got = x.to(torch.int16).view(torch.bfloat16).float() * 2.0 ** 120
-    want = codes.to(torch.uint8).view(torch.float8_e4m3fn).float()
-    finite = ~torch.isnan(want)
-    assert torch.equal(got[finite], want[finite])
-
-
 # ---- routing: the warp algorithm of route_token_warp, lane by lane --------------------------------------------
 
 def warp_route(logits: torch.Tensor, bias: torch.Tensor) -> list[set]:
@@ -257,7 +110,7 @@ def test_rendered_launch_unit_compiles_for_sm90a_without_spills(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     log = done.stdout + done.stderr
     kernels = re.findall(r"Compiling entry function '(\w+)'", log)
-    assert len(kernels) >= 8, log[-2000:]
+    assert len(kernels) >= 8, log[-2000:]  # route, permute, gather, 2 x 2 GEMMs, finish, combine
     spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
     assert len(spills) == len(kernels) and all(s == ("0", "0") for s in spills), log
     assert not re.search(r"[1-9]\d* bytes stack frame", log), log
@@ -287,16 +140,27 @@ def test_fallback_matches_reference_on_cpu():
 
 @pytest.mark.gpu
 def test_cuda_solution_matches_reference_on_gpu():
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA device: the CUDA kernels are checked by tools/check_fused_moe.py on the GPU machine")
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("needs a Hopper GPU (sm_90a): the solution's CUDA path is built for it")
+    from sdk.gate.compare import contest_tolerance, error_stats
+    from sdk.gate.strict import RULES
+
     definition = definitions.load(MOE)
+    rule, tol = RULES[MOE], contest_tolerance(MOE)
     fn = solutions.build(solutions.load_package(SOLUTION).solution, definition)
-    for seq in (1, 57, 901):
+    # one size per tile plan (swap-AB with split-K, 64-row and 128-row tiles) and the plan boundaries
+    for seq in (1, 16, 80, 901, 14107):
         wl = next(w for w in workloads.load(MOE) if w.axes["seq_len"] == seq)
         args = inputs.make_inputs(definition, wl, seed=0, device="cuda")
         ref = definitions.reference(MOE)(*args.values())
         out = torch.full((seq, 7168), float("nan"), dtype=torch.bfloat16, device="cuda")
         fn(*args.values(), out)
+        first = out.clone()
+        out.fill_(float("nan"))
+        fn(*args.values(), out)
+        assert torch.equal(first.view(torch.int16), out.view(torch.int16)), f"T={seq}: two calls differ"
         assert torch.isfinite(out.float()).all(), f"T={seq}: non-finite output"
-        err = float((out.float() - ref.float()).norm() / ref.float().norm().clamp_min(1e-30))
-        assert err < 1e-2, f"T={seq}: relative L2 {err:.3e}"
+        stats = error_stats(out, ref, tol)
+        print(f"T={seq}: rel L2 {stats['rel_l2']:.3e}, matched {stats['matched_ratio']:.4f}")
+        assert stats["rel_l2"] < rule.max_rel_l2, f"T={seq}: relative L2 {stats['rel_l2']:.3e}"
+        assert stats["matched_ratio"] >= rule.min_matched_ratio, f"T={seq}: matched {stats['matched_ratio']:.4f}"

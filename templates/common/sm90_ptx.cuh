@@ -14,7 +14,8 @@
 //    m64nNk32 e4m3 x e4m3 -> f32 for N in {16, 32, 64, 128, 256}.
 //  * setmaxnreg (producer/consumer register split), griddepcontrol (programmatic dependent launch), named
 //    barriers, an fp8x2 pack.
-//  * Host: encode_tma_2d(), cuTensorMapEncodeTiled reached through the runtime's driver entry point (no -lcuda).
+//  * Host: launch_pdl() (programmatic dependent launch), encode_tma_2d() (cuTensorMapEncodeTiled reached through
+//    the runtime's driver entry point, no -lcuda).
 #pragma once
 
 #include <cstdint>
@@ -305,6 +306,28 @@ __device__ __forceinline__ uint16_t pack_e4m3x2(float lo, float hi) {
   uint16_t r;
   asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(r) : "f"(hi), "f"(lo));
   return r;
+}
+
+// ---- host: launches -------------------------------------------------------------------------------------------
+
+// Launches `kernel` with programmatic dependent launch allowed: it may be scheduled while the kernel before it in
+// the stream is still running (hiding the launch gap), so it must call pdl_wait() before it reads what that kernel
+// writes or writes what it reads. The first kernel of a call is launched plainly: it orders the call after the
+// previous one.
+template <typename... Params, typename... Args>
+inline cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                              Args... args) {
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = &attr;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
 }
 
 // ---- host: tensor maps ----------------------------------------------------------------------------------------

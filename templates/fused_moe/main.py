@@ -1,8 +1,8 @@
 """Entry point: DeepSeek-V3 FP8 block-scale MoE for one EP rank (32 local experts), destination-passing.
 
-On a CUDA device (sm_89+) the kernels of moe_launch.cu, bound for torch in moe_binding.cpp and compiled once by
-jit_build (sm_90a on Hopper), do routing, permutation, both grouped GEMMs and the combine without any host
-synchronisation; elsewhere the plain-torch moe_torch.moe_forward computes the same thing.
+On Hopper (sm_90a: FP8 wgmma, TMA) the kernels of moe_launch.cu, bound for torch in moe_binding.cpp and compiled
+once by jit_build, do routing, permutation, both grouped GEMMs and the combine without any host synchronisation;
+elsewhere the plain-torch moe_torch.moe_forward computes the same thing.
 """
 import torch
 
@@ -27,10 +27,10 @@ def _scalar(value, kind):
 
 def run(routing_logits, routing_bias, hidden_states, hidden_states_scale, gemm1_weights, gemm1_weights_scale,
         gemm2_weights, gemm2_weights_scale, local_expert_offset, routed_scaling_factor, output):
-    if output.is_cuda and torch.cuda.get_device_capability(output.device) >= (8, 9):
+    if output.is_cuda and torch.cuda.get_device_capability(output.device) == (9, 0):
         _extension().forward(routing_logits, routing_bias, hidden_states, hidden_states_scale, gemm1_weights,
                              gemm1_weights_scale, gemm2_weights, gemm2_weights_scale,
-                             _scalar(local_expert_offset, int), _scalar(routed_scaling_factor, float), output, -1)
+                             _scalar(local_expert_offset, int), _scalar(routed_scaling_factor, float), output)
         return
     moe_forward(routing_logits, routing_bias, hidden_states, hidden_states_scale, gemm1_weights,
                 gemm1_weights_scale, gemm2_weights, gemm2_weights_scale, local_expert_offset,

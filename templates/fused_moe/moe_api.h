@@ -20,6 +20,7 @@ constexpr int kInterBlocks = kInter / kBlock;        // 16
 constexpr int kGemm1OutBlocks = kGemm1Out / kBlock;  // 32
 constexpr int kTopK = 8, kGroups = 8, kTopKGroups = 4, kGroupSize = kNumExperts / kGroups;
 constexpr int kMaxLocalPerToken = kTopK;  // a token picks at most 8 experts, so at most 8 local ones
+constexpr int kMaxSplits = 8;             // split-K factor limit of the swap-AB GEMMs
 
 // Per-call metadata written by the permutation step: counts[e] and exclusive offsets[e] of local expert e.
 struct MoeMeta {
@@ -27,12 +28,19 @@ struct MoeMeta {
   int offsets[kLocalExperts];
 };
 
-// Byte offsets into one workspace buffer; everything in it is rewritten on every call before it is read.
-// Capacities are worst cases (every pick of every token local), so no count ever goes back to the host.
-struct WorkspaceLayout {
-  size_t meta, mask, local_w, perm_tok, perm_w, slot_of, inter, ypart, bytes;
-  int64_t capacity;  // assignment slots
-  WorkspaceLayout(int64_t T, bool large) : capacity(T * kMaxLocalPerToken) {
+// Byte offsets into one workspace buffer; everything in it is rewritten by every call before it is read.
+// Capacity = 8 T assignment rows (every pick local), so no count ever goes back to the host. `partial_rows` bounds
+// the split-K partial sums of the swap-AB GEMMs (splits x assignment rows); 0 = never split.
+struct MoeWorkspace {
+  size_t meta, mask, local_w, perm_tok, perm_w, slot_of, xp, xps, inter, inter_s, ypart, splits, part1, part2, bytes;
+  int64_t capacity;
+  int ld;            // row pitch of the MN-major scale arrays (capacity rounded up to 4: TMA's 16-byte pitch)
+  int partial_rows;  // rows of part1 / part2
+  MoeWorkspace(int64_t T, int64_t partial_rows_wanted)
+      : capacity(T * kMaxLocalPerToken),
+        ld(static_cast<int>((capacity + 3) / 4 * 4)),
+        partial_rows(static_cast<int>(partial_rows_wanted < kMaxSplits * capacity ? partial_rows_wanted
+                                                                                  : kMaxSplits * capacity)) {
     size_t at = 0;
     auto take = [&at](int64_t n) {
       const size_t here = at;
@@ -41,12 +49,18 @@ struct WorkspaceLayout {
     };
     meta = take(sizeof(MoeMeta));
     mask = take(T * 4);
-    local_w = take(large ? T * kLocalExperts * 4 : 0);
+    local_w = take(T * kLocalExperts * 4);
     perm_tok = take(capacity * 4);
     perm_w = take(capacity * 4);
-    slot_of = take(large ? capacity * 4 : 0);
-    inter = take(capacity * kInter * 2);        // bf16 intermediate
-    ypart = take(large ? capacity * kHidden * 2 : 0);  // bf16 weighted GEMM2 rows (large-T combine)
+    slot_of = take(capacity * 4);
+    xp = take(capacity * kHidden);                                // e4m3 activations in expert order
+    xps = take(static_cast<int64_t>(kHiddenBlocks) * ld * 4);     // their scales, [56][ld]
+    inter = take(capacity * kInter);                              // e4m3 SwiGLU output
+    inter_s = take(static_cast<int64_t>(kInterBlocks) * ld * 4);  // its scales, [16][ld]
+    ypart = take(capacity * kHidden * 2);                         // bf16 routing-weighted GEMM2 rows
+    splits = take(2 * 4);                                         // split-K factors GEMM1, GEMM2 chose
+    part1 = take(static_cast<int64_t>(partial_rows) * kGemm1Out * 4);  // f32 GEMM1 partial sums (x1 | x2)
+    part2 = take(static_cast<int64_t>(partial_rows) * kHidden * 4);    // f32 weighted GEMM2 partial sums
     bytes = at;
   }
 };
@@ -65,13 +79,15 @@ struct LaunchArgs {
   float scaling;
   void* out;               // bf16 [T, 7168]
   int T;
-  bool large;              // large-T kernels (else the small-T ones; needs T <= small_t_max())
-  unsigned char* workspace;  // WorkspaceLayout(T, large).bytes
+  unsigned char* workspace;  // workspace_layout(T).bytes
 };
 
-// Largest T the small-T kernels take (the SMALL_T_MAX this solution was rendered with).
-int small_t_max();
-// Launches every kernel of one call on `stream`; returns the launch error, if any. Never synchronises.
-cudaError_t launch(const LaunchArgs& args, cudaStream_t stream);
+// The workspace this solution's launcher needs for T tokens (its partial-row budget is a rendered parameter).
+MoeWorkspace workspace_layout(int64_t T);
+// Launches every kernel of one call on `stream`; returns the launch error, if any, and names its step in *failed.
+// Never synchronises.
+cudaError_t launch(const LaunchArgs& args, cudaStream_t stream, const char** failed);
+// The rendered tile policy, for reports.
+const char* config_summary();
 
 }  // namespace fused_moe

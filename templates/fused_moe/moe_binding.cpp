@@ -5,6 +5,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include <string>
 #include <vector>
 
 #include "moe_api.h"
@@ -21,11 +22,9 @@ void expect(const torch::Tensor& t, at::ScalarType type, std::vector<int64_t> sh
 
 }  // namespace
 
-// path: -1 = by T, 0 = small-T kernels (T <= SMALL_T_MAX), 1 = large-T kernels.
-// Returns views of the workspace (meta as int32[64], perm_tok, perm_w, bf16 intermediate) for diagnostics.
-std::vector<torch::Tensor> forward(torch::Tensor logits, torch::Tensor bias, torch::Tensor x, torch::Tensor x_scale,
-                                   torch::Tensor w1, torch::Tensor w1_scale, torch::Tensor w2, torch::Tensor w2_scale,
-                                   int64_t local_offset, double scaling, torch::Tensor out, int64_t path) {
+void forward(torch::Tensor logits, torch::Tensor bias, torch::Tensor x, torch::Tensor x_scale, torch::Tensor w1,
+             torch::Tensor w1_scale, torch::Tensor w2, torch::Tensor w2_scale, int64_t local_offset, double scaling,
+             torch::Tensor out) {
   const int64_t T = x.size(0);
   expect(logits, at::kFloat, {T, kNumExperts}, "routing_logits");
   expect(bias, at::kBFloat16, {kNumExperts}, "routing_bias");
@@ -37,27 +36,20 @@ std::vector<torch::Tensor> forward(torch::Tensor logits, torch::Tensor bias, tor
   expect(w2_scale, at::kFloat, {kLocalExperts, kHiddenBlocks, kInterBlocks}, "gemm2_weights_scale");
   expect(out, at::kBFloat16, {T, kHidden}, "output");
   TORCH_CHECK(T < (1 << 24), "seq_len too large for int32 slot arithmetic");
-  if (T == 0) return {};
-  const bool large = path < 0 ? T > small_t_max() : path == 1;
-  TORCH_CHECK(large || T <= small_t_max(), "small-T kernels need T <= ", small_t_max());
+  if (T == 0) return;
   const c10::cuda::CUDAGuard guard(x.device());
-
-  const WorkspaceLayout layout(T, large);
+  const MoeWorkspace layout = workspace_layout(T);
   torch::Tensor ws = torch::empty({static_cast<int64_t>(layout.bytes)}, x.options().dtype(torch::kUInt8));
-  LaunchArgs args{logits.data_ptr<float>(), bias.data_ptr(), x.data_ptr(), x_scale.data_ptr<float>(),
-                  w1.data_ptr(), w1_scale.data_ptr<float>(), w2.data_ptr(), w2_scale.data_ptr<float>(),
-                  static_cast<int>(local_offset), static_cast<float>(scaling), out.data_ptr(), static_cast<int>(T),
-                  large, ws.data_ptr<uint8_t>()};
-  C10_CUDA_CHECK(launch(args, c10::cuda::getCurrentCUDAStream()));
-
-  const int64_t cap = layout.capacity;
-  auto bytes = [&](size_t off, int64_t n) { return ws.narrow(0, static_cast<int64_t>(off), n); };
-  return {bytes(layout.meta, sizeof(MoeMeta)).view(torch::kInt32),
-          bytes(layout.perm_tok, cap * 4).view(torch::kInt32),
-          bytes(layout.perm_w, cap * 4).view(torch::kFloat32),
-          bytes(layout.inter, cap * kInter * 2).view(torch::kBFloat16).view({cap, kInter})};
+  const LaunchArgs args{logits.data_ptr<float>(), bias.data_ptr(), x.data_ptr(), x_scale.data_ptr<float>(),
+                        w1.data_ptr(), w1_scale.data_ptr<float>(), w2.data_ptr(), w2_scale.data_ptr<float>(),
+                        static_cast<int>(local_offset), static_cast<float>(scaling), out.data_ptr(),
+                        static_cast<int>(T), ws.data_ptr<uint8_t>()};
+  const char* failed = "launch";
+  const cudaError_t err = launch(args, c10::cuda::getCurrentCUDAStream(), &failed);
+  TORCH_CHECK(err == cudaSuccess, "fused_moe: ", failed, " failed: ", cudaGetErrorString(err), " (T=", T, ")");
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("forward", &forward, "DeepSeek-V3 FP8 block-scale MoE (32 local experts), destination-passing");
+  m.def("config", []() { return std::string(config_summary()); });
 }

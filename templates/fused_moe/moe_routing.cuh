@@ -3,7 +3,7 @@
 // Routing: one warp per token, lane l owns experts 8l..8l+7, so routing group g (32 experts) is lanes 4g..4g+3.
 // Ties (measure zero with random fp32 logits) resolve towards the lower index.
 //
-// Permutation: one CTA of 32 warps, warp e owns local expert e and walks the tokens in order with ballots, so each
+// Permutation: CTAs of 32 warps, warp e owns local expert e and walks the tokens in order with ballots, so each
 // expert's token list is in token order and the result is deterministic. Outputs:
 //   meta.counts/offsets            tokens per local expert, exclusive prefix (slots are expert-major)
 //   perm_tok[slot], perm_w[slot]   token id and routing weight of each (token, local expert) assignment
@@ -11,6 +11,7 @@
 #pragma once
 
 #include "moe_common.cuh"
+#include "sm90_ptx.cuh"
 
 namespace fused_moe {
 
@@ -125,13 +126,13 @@ __global__ void __launch_bounds__(WARPS * 32) route_kernel(RouteArgs a, uint32_t
   if ((threadIdx.x & 31) == 0) mask[t] = m;
 }
 
-// ---- permutation (one CTA of 1024 threads: warp e <-> local expert e) -------------------------------------------
+// ---- permutation (CTAs of 32 warps: warp e <-> local expert e) -----------------------------------------------
 
 struct PermOut {
   MoeMeta* meta;
   int* perm_tok;
   float* perm_w;
-  int* slot_of;  // may be null (the small-T path combines without it)
+  int* slot_of;  // [T * 8]
 };
 
 // Counts expert `e`'s tokens among masks[0..n) (smem), as seen by warp e.
@@ -146,11 +147,9 @@ __device__ __forceinline__ int count_expert(const uint32_t* masks, int n, int e)
   return cnt;
 }
 
-// Writes expert e's assignments among tokens [t0, t0 + n) (masks in smem) from slot `pos` on; returns the new pos.
-// `weight(t)` gives the routing weight row of token t.
-template <typename WeightRow>
-__device__ __forceinline__ int emit_expert(const uint32_t* masks, int n, int t0, int e, int pos, const PermOut& o,
-                                           WeightRow weight) {
+// Writes expert e's assignments among tokens [t0, t0 + n) (masks in smem) from slot `pos` on.
+__device__ __forceinline__ void emit_expert(const uint32_t* masks, int n, int t0, int e, int pos, const PermOut& o,
+                                            const float* local_w) {
   const int lane = threadIdx.x & 31;
   for (int base = 0; base < n; base += 32) {
     const int i = base + lane;
@@ -161,73 +160,60 @@ __device__ __forceinline__ int emit_expert(const uint32_t* masks, int n, int t0,
       const int slot = pos + __popc(ballot & ((1u << lane) - 1u));
       const int t = t0 + i;
       o.perm_tok[slot] = t;
-      o.perm_w[slot] = weight(t)[e];
-      if (o.slot_of != nullptr) o.slot_of[t * kMaxLocalPerToken + __popc(m & ((1u << e) - 1u))] = slot;
+      o.perm_w[slot] = local_w[static_cast<size_t>(t) * kLocalExperts + e];
+      o.slot_of[t * kMaxLocalPerToken + __popc(m & ((1u << e) - 1u))] = slot;
     }
     pos += __popc(ballot);
   }
-  return pos;
 }
 
-// Publishes counts and offsets (thread e of warp 0 holds expert e's count); returns this expert's offset via smem.
-__device__ __forceinline__ void publish_counts(int* s_counts, int* s_offsets, MoeMeta* meta) {
+// ceil(T / CHUNK) CTAs; CTA c emits the assignments of tokens [c CHUNK, (c + 1) CHUNK). The first slot of its
+// tokens for expert e is offsets[e] (exclusive prefix over experts of the total counts) plus e's count among the
+// tokens before the chunk. Every CTA counts all T masks itself (ballots over masks staged through shared memory,
+// T x 4 bytes from L2), so no CTA waits for another and slots are the same as one CTA would give: expert-major,
+// token order inside an expert (deterministic). CTA 0 publishes counts and offsets.
+template <int CHUNK, int STAGE>
+__global__ void __launch_bounds__(1024) permute_kernel(const uint32_t* __restrict__ mask,
+                                                       const float* __restrict__ local_w, int T, PermOut o) {
+  static_assert(STAGE % CHUNK == 0, "a chunk never straddles two staged tiles");
+  __shared__ uint32_t s_mask[STAGE];
+  __shared__ int s_counts[32], s_offsets[32];
+  sm90::pdl_wait();  // masks and weights come from route_kernel
+  const int e = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int c0 = blockIdx.x * CHUNK;
+  int total = 0, before = 0;
+  for (int t0 = 0; t0 < T; t0 += STAGE) {
+    const int n = min(STAGE, T - t0);
+    __syncthreads();
+    for (int i = threadIdx.x; i < n; i += 1024) s_mask[i] = mask[t0 + i];
+    __syncthreads();
+    if (t0 + n <= c0) {
+      const int cnt = count_expert(s_mask, n, e);
+      total += cnt;
+      before += cnt;
+    } else {
+      const int head = max(0, c0 - t0);  // tokens of this tile before the chunk
+      const int cnt_head = count_expert(s_mask, head, e);
+      before += cnt_head;
+      total += cnt_head + count_expert(s_mask + head, n - head, e);
+    }
+  }
+  if (lane == 0) s_counts[e] = total;
   __syncthreads();
   if (threadIdx.x < 32) {
     const int c = s_counts[threadIdx.x];
-    const int incl = warp_inclusive_sum(c);
-    s_offsets[threadIdx.x] = incl - c;
-    meta->counts[threadIdx.x] = c;
-    meta->offsets[threadIdx.x] = incl - c;
+    const int excl = warp_inclusive_sum(c) - c;
+    s_offsets[threadIdx.x] = excl;
+    if (blockIdx.x == 0) {
+      o.meta->counts[threadIdx.x] = c;
+      o.meta->offsets[threadIdx.x] = excl;
+    }
   }
+  const int n = min(CHUNK, T - c0);
   __syncthreads();
-}
-
-// Large T: masks/local_w from route_kernel, staged through smem in chunks of CHUNK tokens; two passes.
-template <int CHUNK>
-__global__ void __launch_bounds__(1024) permute_kernel(const uint32_t* __restrict__ mask,
-                                                       const float* __restrict__ local_w, int T, PermOut o) {
-  __shared__ uint32_t s_mask[CHUNK];
-  __shared__ int s_counts[32], s_offsets[32];
-  const int e = threadIdx.x >> 5;
-  int cnt = 0;
-  for (int t0 = 0; t0 < T; t0 += CHUNK) {
-    const int n = min(CHUNK, T - t0);
-    __syncthreads();
-    for (int i = threadIdx.x; i < n; i += 1024) s_mask[i] = mask[t0 + i];
-    __syncthreads();
-    cnt += count_expert(s_mask, n, e);
-  }
-  if ((threadIdx.x & 31) == 0) s_counts[e] = cnt;
-  publish_counts(s_counts, s_offsets, o.meta);
-  int pos = s_offsets[e];
-  auto weight = [&](int t) { return local_w + static_cast<size_t>(t) * kLocalExperts; };
-  for (int t0 = 0; t0 < T; t0 += CHUNK) {
-    const int n = min(CHUNK, T - t0);
-    __syncthreads();
-    for (int i = threadIdx.x; i < n; i += 1024) s_mask[i] = mask[t0 + i];
-    __syncthreads();
-    pos = emit_expert(s_mask, n, t0, e, pos, o, weight);
-  }
-}
-
-// Small T (T <= TMAX): routing and permutation in one CTA, nothing but the results leaves shared memory.
-template <int TMAX>
-__global__ void __launch_bounds__(1024) route_permute_small_kernel(RouteArgs a, PermOut o) {
-  __shared__ uint32_t s_mask[TMAX];
-  __shared__ float s_w[TMAX][kLocalExperts];
-  __shared__ int s_counts[32], s_offsets[32];
-  const int warp = threadIdx.x >> 5;
-  for (int t = warp; t < a.T; t += 32) {
-    const uint32_t m = route_token_warp(a, t, s_w[t]);
-    if ((threadIdx.x & 31) == 0) s_mask[t] = m;
-  }
+  for (int i = threadIdx.x; i < n; i += 1024) s_mask[i] = mask[c0 + i];
   __syncthreads();
-  const int e = warp;
-  const int cnt = count_expert(s_mask, a.T, e);
-  if ((threadIdx.x & 31) == 0) s_counts[e] = cnt;
-  publish_counts(s_counts, s_offsets, o.meta);
-  auto weight = [&](int t) { return s_w[t]; };
-  emit_expert(s_mask, a.T, 0, e, s_offsets[e], o, weight);
+  emit_expert(s_mask, n, c0, e, s_offsets[e] + before, o, local_w);
 }
 
 }  // namespace fused_moe

@@ -11,7 +11,8 @@
 //    L2. Every CTA builds the same unit table from counts/offsets in shared memory (no host synchronisation).
 //  * One producer warpgroup (one thread issues everything; with two consumers, setmaxnreg drops it to 40 registers
 //    and raises the consumers to 232): per 128-wide K block a TMA box of A (BM x 128 B), of B (BN x 128 B; both
-//    128-byte swizzle) and of scale_a (BM f32) into one stage of a STAGES-deep ring, completing that stage's
+//    128-byte swizzle) and of scale_a (BM + 4 f32 from row0 rounded down to 4: TMA's innermost start coordinate
+//    must be 16-byte aligned, an unaligned one is an illegal instruction) into one stage of a STAGES-deep ring, completing that stage's
 //    "full" mbarrier by transaction bytes.
 //  * Consumer warpgroups (1 or 2), each owning 64 rows of the tile: wait "full", read the two scale_a values of
 //    its rows, issue 4 x wgmma m64nBNk32 (fresh partial sum), wait for them, release
@@ -41,6 +42,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "moe_api.h"
 #include "sm90_ptx.cuh"
 
 namespace fused_moe {
@@ -62,7 +64,25 @@ struct GemmArgs {
   float* out_scale;         // kSwiGluFp8: [n / 256][out_scale_ld]
   int out_scale_ld;
   const float* row_weight;  // kBf16RowWeight: [rows], or null for 1
+  // Split-K (swap-AB kernel only): f32 partial sums [splits][rows of all groups][n] (kSwiGluFp8: x1 | x2 columns,
+  // kBf16RowWeight: already times row_weight), or null = never split; splits x rows never exceeds partial_rows.
+  float* partial;
+  int partial_rows;
+  int* splits_out;  // the split factor used (written by CTA 0) for the kernels after this one, or null
 };
+
+// Split-K factor of a swap-AB GEMM with `units` output tiles of `k_blocks` K blocks on `ctas` persistent CTAs: the
+// S in 1..kMaxSplits with the fewest waves x (K blocks per split + 2), the 2 standing for a unit's fixed cost
+// (pipeline fill, epilogue); at least 2 K blocks per split and S x rows <= partial_rows. A pure function of the
+// routed counts, evaluated on the device: the host never learns them.
+__device__ __forceinline__ int choose_splits(int units, int rows, int ctas, int k_blocks, int partial_rows) {
+  int best = 1, best_cost = (units + ctas - 1) / ctas * (k_blocks + 2);
+  for (int s = 2; s <= kMaxSplits && s * rows <= partial_rows && 2 * s <= k_blocks; ++s) {
+    const int cost = (units * s + ctas - 1) / ctas * ((k_blocks + s - 1) / s + 2);
+    if (cost < best_cost) best = s, best_cost = cost;
+  }
+  return best;
+}
 
 template <int kConsumers, int kBN, int kStages, Epi kEpi>
 struct WgConfig {
@@ -74,7 +94,10 @@ struct WgConfig {
   static constexpr int kBoxB = kSwiGlu ? kBN / 2 : kBN;   // rows per TMA box of B
   static constexpr int kABytes = kBM * 128;
   static constexpr int kBBytes = kBN * 128;
-  static constexpr int kSfaBytes = kBM * 4;
+  // scale_a box: TMA needs the innermost start coordinate 16-byte aligned, so the box starts at row0 rounded down to
+  // 4 floats and holds 4 more; the consumers index it at (row0 % 4) + row.
+  static constexpr int kSfaBox = kBM + 4;
+  static constexpr int kSfaBytes = kSfaBox * 4;
   static constexpr int kSfaPitch = (kSfaBytes + 127) / 128 * 128;
   static constexpr uint32_t kTxBytes = kABytes + kBBytes + kSfaBytes;
   static constexpr int kOffA = 0;  // every A / B stage starts 1024-byte aligned (128 B swizzle atom)
@@ -169,7 +192,9 @@ __global__ void __launch_bounds__(128 * (kConsumers + 1), 1)
     sm90::mbar_fence_init();
   }
   sm90::pdl_wait();  // counts / offsets / A come from the previous kernel
+  sm90::pdl_launch_dependents();  // every CTA is resident (one per SM): the next kernel may queue behind them
   if (tid < 32) build_unit_table(args, C::kBM, n_units, table);
+  if (tid == 0 && blockIdx.x == 0 && args.splits_out != nullptr) *args.splits_out = 1;  // this kernel never splits
   __syncthreads();
   const int units = table[32];
 
@@ -191,7 +216,7 @@ __global__ void __launch_bounds__(128 * (kConsumers + 1), 1)
           const uint32_t full = full0 + 8 * stage;
           sm90::mbar_arrive_expect_tx(full, C::kTxBytes);
           sm90::tma_load_2d(base + C::kOffA + stage * C::kABytes, &tm_a, full, kb * 128, t.row0);
-          sm90::tma_load_2d(base + C::kOffSfa + stage * C::kSfaPitch, &tm_sfa, full, t.row0, kb);
+          sm90::tma_load_2d(base + C::kOffSfa + stage * C::kSfaPitch, &tm_sfa, full, t.row0 & ~3, kb);
           const uint32_t b_dst = base + C::kOffB + stage * C::kBBytes;
           sm90::tma_load_2d(b_dst, &tm_b, full, kb * 128, b_row);
           if constexpr (C::kSwiGlu)
@@ -237,7 +262,7 @@ __global__ void __launch_bounds__(128 * (kConsumers + 1), 1)
           next_y = __ldg(sfb_y + kb + 1);
         }
         sm90::mbar_wait(full0 + 8 * stage, phase);
-        const float* sfa = reinterpret_cast<const float*>(smem + C::kOffSfa + stage * C::kSfaPitch);
+        const float* sfa = reinterpret_cast<const float*>(smem + C::kOffSfa + stage * C::kSfaPitch) + (t.row0 & 3);
         const float a0 = sfa[my_row], a1 = sfa[my_row + 8];  // read before the stage is released
         const uint64_t da = sm90::desc_k_sw128(base + C::kOffA + stage * C::kABytes + wgi * 64 * 128);
         const uint64_t db = sm90::desc_k_sw128(base + C::kOffB + stage * C::kBBytes);

@@ -1,5 +1,6 @@
-// Host interface of the wgmma/TMA grouped GEMMs (moe_wgmma.cuh, launched by moe_wgmma_launch.cu). Plain C++ plus
-// the CUDA runtime API, so the torch binding (moe_wgmma_binding.cpp) never goes through nvcc.
+// Host interface of the wgmma/TMA grouped GEMMs (moe_wgmma.cuh, moe_wgmma_swap.cuh) as the GPU test reaches them
+// through moe_wgmma_launch.cu (every tile configuration, chosen at run time). Plain C++ plus the CUDA runtime API,
+// so the torch binding (moe_wgmma_binding.cpp) never goes through nvcc.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +34,9 @@ struct GroupedGemm {
   float* out_scale;          // gemm1: [n / 256][out_scale_ld] per-(row, 128 columns) scales of out
   int out_scale_ld;
   const float* row_weight;   // gemm2: [a_rows] or null
+  float* partial = nullptr;  // swap-AB split-K partial sums [splits][rows][n] f32, or null: never split
+  int partial_rows = 0;      // splits x rows of all groups stays <= this
+  int* splits_out = nullptr; // the split factor used (one int), or null
 };
 
 // Tile configuration: rows per tile 128 (two consumer warpgroups) or 64 (one); or swap-AB (weights in wgmma's M,
@@ -50,37 +54,10 @@ cudaError_t gemm_f32(const GroupedGemm& p, cudaStream_t stream, Tile tile = Tile
 cudaError_t gather_rows(const void* x, const float* x_scale, int T, int k, const int* perm_tok, const int* counts,
                         const int* offsets, int groups, void* xp, float* xps, int xps_ld, cudaStream_t stream);
 
-// Workspace of moe_forward (byte offsets into one buffer; everything is rewritten by every call before it is
-// read). Capacity = 8 T assignment rows (every pick local): no count ever goes back to the host.
-struct MoeWorkspace {
-  size_t meta, mask, local_w, perm_tok, perm_w, slot_of, xp, xps, inter, inter_s, ypart, bytes;
-  int64_t capacity;
-  int ld;  // row pitch of the MN-major scale arrays (capacity rounded up to 4)
-  explicit MoeWorkspace(int64_t T) : capacity(T * kMaxLocalPerToken), ld(static_cast<int>((capacity + 3) / 4 * 4)) {
-    size_t at = 0;
-    auto take = [&at](int64_t n) {
-      const size_t here = at;
-      at += (static_cast<size_t>(n) + 255) / 256 * 256;
-      return here;
-    };
-    meta = take(sizeof(MoeMeta));
-    mask = take(T * 4);
-    local_w = take(T * kLocalExperts * 4);
-    perm_tok = take(capacity * 4);
-    perm_w = take(capacity * 4);
-    slot_of = take(capacity * 4);
-    xp = take(capacity * kHidden);                       // e4m3 activations in expert order
-    xps = take(static_cast<int64_t>(kHiddenBlocks) * ld * 4);
-    inter = take(capacity * kInter);                     // e4m3 SwiGLU output
-    inter_s = take(static_cast<int64_t>(kInterBlocks) * ld * 4);
-    ypart = take(capacity * kHidden * 2);                // bf16 routing-weighted GEMM2 rows
-    bytes = at;
-  }
-};
-
-// The whole MoE on the wgmma path: route -> permute -> gather -> GEMM1 (SwiGLU, e4m3) -> GEMM2 (bf16 x weight)
-// -> deterministic combine; 6 launches, no host synchronisation. a.workspace holds MoeWorkspace(a.T).bytes;
-// a.large is ignored.
+// The whole MoE on the wgmma path with one tile configuration for both GEMMs (swap-AB tiles may split K):
+// route -> permute -> gather -> GEMM1 (SwiGLU, e4m3) [-> split finish] -> GEMM2 (bf16 x weight) -> combine;
+// no host synchronisation. a.workspace holds test_workspace(a.T).bytes.
+MoeWorkspace test_workspace(int64_t T);
 cudaError_t moe_forward(const LaunchArgs& a, cudaStream_t stream, Tile tile = Tile::kTile128);
 
 // The tile configurations, for reports.

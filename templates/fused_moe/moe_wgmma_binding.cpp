@@ -1,5 +1,5 @@
 // torch binding of the wgmma/TMA grouped GEMMs (moe_wgmma_launch.cu), destination-passing: argument checks, the
-// current stream, no allocation. Used by tests/test_kernel_fused_moe_wgmma.py; not yet part of the solution.
+// current stream, no allocation (forward: one workspace). Used by tests/test_kernel_fused_moe_wgmma.py.
 #include <torch/extension.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -114,12 +114,12 @@ void forward(torch::Tensor logits, torch::Tensor bias, torch::Tensor x, torch::T
   TORCH_CHECK(T < (1 << 24), "seq_len too large for int32 slot arithmetic");
   if (T == 0) return;
   const c10::cuda::CUDAGuard guard(x.device());
-  const wg::MoeWorkspace layout(T);
+  const MoeWorkspace layout = wg::test_workspace(T);
   torch::Tensor ws = torch::empty({static_cast<int64_t>(layout.bytes)}, x.options().dtype(torch::kUInt8));
   LaunchArgs args{logits.data_ptr<float>(), bias.data_ptr(), x.data_ptr(), x_scale.data_ptr<float>(),
                   w1.data_ptr(), w1_scale.data_ptr<float>(), w2.data_ptr(), w2_scale.data_ptr<float>(),
                   static_cast<int>(local_offset), static_cast<float>(scaling), out.data_ptr(), static_cast<int>(T),
-                  true, ws.data_ptr<uint8_t>()};
+                  ws.data_ptr<uint8_t>()};
   C10_CUDA_CHECK(wg::moe_forward(args, c10::cuda::getCurrentCUDAStream(), static_cast<wg::Tile>(tile)));
 }
 

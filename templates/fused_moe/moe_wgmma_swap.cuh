@@ -11,6 +11,10 @@
 //    of a warp (shuffles) and the 8 consumer warps (shared memory, double-buffered by unit parity).
 //  * Accumulator layout transposed: thread (warp, lane) holds weight rows 16 warp + lane/4 (+8) and tokens
 //    8i + 2(lane%4) + {0, 1}; promotion uses one weight scale per warpgroup and one scale_a per token column.
+//  * Split-K for few units (small T: one active expert's GEMM1 is only 16 units for 132 SMs): each unit's K blocks
+//    are cut into S contiguous ranges (choose_splits, from the routed counts, on the device), unit u runs
+//    (u / S, split u % S), and every split writes f32 partial sums to args.partial; swiglu_finish_kernel (GEMM1)
+//    or the combine (GEMM2) adds them in split order. S = 1 keeps the fused epilogues.
 #pragma once
 
 #include "moe_wgmma.cuh"
@@ -27,7 +31,8 @@ struct SwapConfig {
   static constexpr int kWBoxes = kSwiGlu ? 2 : 1;            // x1 and x2 boxes, or one
   static constexpr int kWBytes = kWBoxes * kWRows * 128;
   static constexpr int kTBytes = kNT * 128;                  // token rows
-  static constexpr int kSfaBytes = kNT * 4;
+  static constexpr int kSfaBox = kNT + 4;  // from row0 rounded down to 4 floats (TMA's 16-byte start rule)
+  static constexpr int kSfaBytes = kSfaBox * 4;
   static constexpr int kSfaPitch = (kSfaBytes + 127) / 128 * 128;
   static constexpr uint32_t kTxBytes = kWBytes + kTBytes + kSfaBytes;
   static constexpr int kOffW = 0;
@@ -35,7 +40,8 @@ struct SwapConfig {
   static constexpr int kOffSfa = kOffT + kStages * kTBytes;
   static constexpr int kOffBar = kOffSfa + kStages * kSfaPitch;
   static constexpr int kOffTable = kOffBar + 2 * kStages * 8;
-  static constexpr int kOffXch = kOffTable + 97 * 4 + 12;            // 16-byte aligned: 2 x [8 warps][kNT] floats
+  // After the unit table (97 ints), the split factor and the row count: 2 x [8 warps][kNT] floats, 16-byte aligned.
+  static constexpr int kOffXch = kOffTable + 100 * 4;
   static constexpr int kSmem = kOffXch + (kSwiGlu ? 2 * 8 * kNT * 4 : 0) + 1024;
   static constexpr int kProducerRegs = 40;
   static constexpr int kConsumerRegs = 232;
@@ -73,9 +79,23 @@ __global__ void __launch_bounds__(384, 1)
     sm90::mbar_fence_init();
   }
   sm90::pdl_wait();
-  if (tid < 32) build_unit_table(args, kNT, n_units, table);
+  sm90::pdl_launch_dependents();  // every CTA is resident (one per SM): the next kernel may queue behind them
+  if (tid < 32) {
+    build_unit_table(args, kNT, n_units, table);
+    __syncwarp();
+    if (tid == 0) {
+      const int g = args.num_groups - 1, rows = table[65 + g] + table[33 + g];
+      const int s = args.partial == nullptr ? 1
+                                            : choose_splits(table[32], rows, gridDim.x, args.k_blocks,
+                                                            args.partial_rows);
+      table[97] = s;
+      table[98] = rows;
+      if (blockIdx.x == 0 && args.splits_out != nullptr) *args.splits_out = s;
+    }
+  }
   __syncthreads();
-  const int units = table[32];
+  const int splits = table[97], rows_all = table[98];
+  const int units = table[32] * splits;
 
   if (wgi == C::kConsumers) {
     // ---------------------------------------------------------------- producer
@@ -84,10 +104,11 @@ __global__ void __launch_bounds__(384, 1)
     uint32_t stage = 0, phase = 0;
 #pragma unroll 1
     for (int u = blockIdx.x; u < units; u += gridDim.x) {
-      const Unit t = unit_at(table, u, kNT);
+      const Unit t = unit_at(table, u / splits, kNT);
+      const int split = u % splits;
       const int w_row = t.group * args.n + t.nu * C::kWRows;  // first weight row (SwiGLU: of x1)
 #pragma unroll 1
-      for (int kb = 0; kb < args.k_blocks; ++kb) {
+      for (int kb = split * args.k_blocks / splits; kb < (split + 1) * args.k_blocks / splits; ++kb) {
         sm90::mbar_wait(empty0 + 8 * stage, phase ^ 1);
         const uint32_t full = full0 + 8 * stage;
         sm90::mbar_arrive_expect_tx(full, C::kTxBytes);
@@ -96,7 +117,7 @@ __global__ void __launch_bounds__(384, 1)
         if constexpr (C::kSwiGlu)
           sm90::tma_load_2d(w_dst + C::kWRows * 128, &tm_w, full, kb * 128, w_row + args.n / 2);
         sm90::tma_load_2d(base + C::kOffT + stage * C::kTBytes, &tm_t, full, kb * 128, t.row0);
-        sm90::tma_load_2d(base + C::kOffSfa + stage * C::kSfaPitch, &tm_sfa, full, t.row0, kb);
+        sm90::tma_load_2d(base + C::kOffSfa + stage * C::kSfaPitch, &tm_sfa, full, t.row0 & ~3, kb);
         if (++stage == kStages) stage = 0, phase ^= 1;
       }
     }
@@ -113,13 +134,15 @@ __global__ void __launch_bounds__(384, 1)
 
 #pragma unroll 1
   for (int u = blockIdx.x; u < units; u += gridDim.x) {
-    const Unit t = unit_at(table, u, kNT);
+    const Unit t = unit_at(table, u / splits, kNT);
+    const int split = u % splits;
+    const int kb_begin = split * args.k_blocks / splits, kb_end = (split + 1) * args.k_blocks / splits;
     const int col_b = t.nu * C::kWRows;  // first weight row of the unit inside the group (SwiGLU: x1)
     const float* sfb_x = args.sfb + (static_cast<size_t>(t.group) * nblk_b + col_b / 128) * args.k_blocks;
     const float* sfb_y =
         C::kSwiGlu ? args.sfb + (static_cast<size_t>(t.group) * nblk_b + (col_b + args.n / 2) / 128) * args.k_blocks
                    : sfb_x;
-    float next_x = __ldg(sfb_x), next_y = __ldg(sfb_y);
+    float next_x = __ldg(sfb_x + kb_begin), next_y = __ldg(sfb_y + kb_begin);
 
     float acc_x[C::kAcc], acc_y[C::kSwiGlu ? C::kAcc : 1], part_x[C::kAcc], part_y[C::kSwiGlu ? C::kAcc : 1];
 #pragma unroll
@@ -128,14 +151,14 @@ __global__ void __launch_bounds__(384, 1)
     for (int i = 0; i < (C::kSwiGlu ? C::kAcc : 1); ++i) acc_y[i] = 0.0f;
 
 #pragma unroll 1
-    for (int kb = 0; kb < args.k_blocks; ++kb) {
+    for (int kb = kb_begin; kb < kb_end; ++kb) {
       const float sx = next_x, sy = next_y;
-      if (kb + 1 < args.k_blocks) {
+      if (kb + 1 < kb_end) {
         next_x = __ldg(sfb_x + kb + 1);
         next_y = __ldg(sfb_y + kb + 1);
       }
       sm90::mbar_wait(full0 + 8 * stage, phase);
-      const float* sfa = reinterpret_cast<const float*>(smem + C::kOffSfa + stage * C::kSfaPitch);
+      const float* sfa = reinterpret_cast<const float*>(smem + C::kOffSfa + stage * C::kSfaPitch) + (t.row0 & 3);
       float sa[C::kAcc / 2];  // scale_a of this thread's token columns 8i + 2 quad + j
 #pragma unroll
       for (int i = 0; i < kNT / 8; ++i) {
@@ -172,7 +195,28 @@ __global__ void __launch_bounds__(384, 1)
 
     // ------------------------------------------------------------------ epilogue
     const int out_col = t.nu * C::kWRows + my_wrow;  // output column of this thread's first row
-    if constexpr (kEpi == Epi::kF32 || kEpi == Epi::kBf16RowWeight) {
+    if (splits > 1) {
+      // Partial sums of this split: row (t.row0 + token) of split `split`, columns out_col and out_col + 8 (x1), the
+      // same + n/2 (SwiGLU's x2). The routing weight is linear, so GEMM2 applies it per split.
+      float* dst_base = args.partial + static_cast<size_t>(split) * rows_all * args.n;
+#pragma unroll
+      for (int i = 0; i < kNT / 8; ++i)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const int tok = 8 * i + 2 * quad + j;
+          if (tok >= t.rows) continue;
+          float w = 1.0f;
+          if constexpr (kEpi == Epi::kBf16RowWeight)
+            if (args.row_weight != nullptr) w = args.row_weight[t.row0 + tok];
+          float* dst = dst_base + static_cast<size_t>(t.row0 + tok) * args.n + out_col;
+          dst[0] = acc_x[4 * i + j] * w;
+          dst[8] = acc_x[4 * i + 2 + j] * w;
+          if constexpr (C::kSwiGlu) {
+            dst[args.n / 2] = acc_y[4 * i + j];
+            dst[args.n / 2 + 8] = acc_y[4 * i + 2 + j];
+          }
+        }
+    } else if constexpr (kEpi == Epi::kF32 || kEpi == Epi::kBf16RowWeight) {
 #pragma unroll
       for (int i = 0; i < kNT / 8; ++i)
 #pragma unroll
@@ -226,6 +270,43 @@ __global__ void __launch_bounds__(384, 1)
         }
       parity ^= 1;  // the next unit writes the other buffer; its barrier orders this unit's reads before reuse
     }
+  }
+}
+
+// ------------------------------------------------------------------------------------------------------------------
+// GEMM1 after a split swap-AB pass: x1 | x2 = the splits' partial sums added in split order, then the SwiGLU
+// epilogue of the fused path (silu(x2) * x1, per-(row, 128 columns) scale amax / 448, e4m3; scales MN-major
+// [n_half / 128][out_scale_ld]). One warp per (row, 128 columns), 4 columns per lane. Returns at once when GEMM1 did
+// not split (splits[0] == 1): the launch set stays the same for every routing.
+__global__ void __launch_bounds__(256) swiglu_finish_kernel(const float* __restrict__ part, const int* splits,
+                                                            const int* counts, const int* offsets, int num_groups,
+                                                            int n_half, uint8_t* __restrict__ out, int ldo,
+                                                            float* __restrict__ out_scale, int out_scale_ld) {
+  sm90::pdl_wait();  // GEMM1's partial sums
+  const int S = splits[0];
+  if (S == 1) return;
+  const int rows = offsets[num_groups - 1] + counts[num_groups - 1];
+  const int blocks = n_half / 128, lane = threadIdx.x & 31;
+  const int warps = gridDim.x * (blockDim.x / 32);
+#pragma unroll 1
+  for (int item = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; item < rows * blocks; item += warps) {
+    const int row = item / blocks, col = (item % blocks) * 128 + 4 * lane;
+    float x1[4] = {0.f, 0.f, 0.f, 0.f}, x2[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int s = 0; s < S; ++s) {
+      const float* p = part + (static_cast<size_t>(s) * rows + row) * (2 * n_half) + col;
+      const float4 a = *reinterpret_cast<const float4*>(p), b = *reinterpret_cast<const float4*>(p + n_half);
+      x1[0] += a.x, x1[1] += a.y, x1[2] += a.z, x1[3] += a.w;
+      x2[0] += b.x, x2[1] += b.y, x2[2] += b.z, x2[3] += b.w;
+    }
+    float v[4], amax = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) amax = fmaxf(amax, fabsf(v[k] = silu_mul(x2[k], x1[k])));
+#pragma unroll
+    for (int d = 16; d >= 1; d >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, d));
+    const float inv = amax > 0.0f ? 448.0f / amax : 0.0f;
+    const uint32_t lo = sm90::pack_e4m3x2(v[0] * inv, v[1] * inv), hi = sm90::pack_e4m3x2(v[2] * inv, v[3] * inv);
+    *reinterpret_cast<uint32_t*>(out + static_cast<size_t>(row) * ldo + col) = lo | (hi << 16);
+    if (lane == 0) out_scale[static_cast<size_t>(col / 128) * out_scale_ld + row] = amax / 448.0f;
   }
 }
 

@@ -1,0 +1,64 @@
+// Deterministic combine: out[t] = sum over token t's local assignments (ascending expert id) of its routing-weighted
+// GEMM2 rows, in fp32, then bf16; zero for a token with no local expert. GEMM2 leaves either one bf16 row per
+// assignment (ypart) or, when its swap-AB pass split K, `splits` fp32 partial rows per assignment (part2), added
+// here in split order.
+#pragma once
+
+#include "moe_common.cuh"
+#include "sm90_ptx.cuh"
+
+namespace fused_moe {
+
+struct CombineArgs {
+  const MoeMeta* meta;
+  const uint32_t* mask;        // [T] local-expert mask per token
+  const int* slot_of;          // [T * 8] slots of a token's local assignments, ascending expert id
+  const __nv_bfloat16* ypart;  // [rows][7168] (splits == 1)
+  const float* part2;          // [splits][rows][7168] (splits > 1)
+  const int* splits;           // splits[1]: GEMM2's split factor
+  __nv_bfloat16* out;          // [T][7168]
+  int T;
+};
+
+// Items are (token, 1024-column chunk): 7 per token, one CTA of 128 threads each (grid-stride), so even one token
+// spreads over several SMs.
+constexpr int kCombineCols = 1024;
+constexpr int kCombineChunks = kHidden / kCombineCols;
+
+__global__ void __launch_bounds__(128) combine_kernel(CombineArgs a) {
+  static_assert(kHidden % kCombineCols == 0 && kCombineCols == 8 * 128, "8 columns per thread");
+  sm90::pdl_wait();  // GEMM2's rows
+  const int splits = a.splits[1];
+  const int rows = a.meta->offsets[kLocalExperts - 1] + a.meta->counts[kLocalExperts - 1];
+#pragma unroll 1
+  for (int item = blockIdx.x; item < a.T * kCombineChunks; item += gridDim.x) {
+    const int t = item / kCombineChunks, col = (item % kCombineChunks) * kCombineCols + 8 * threadIdx.x;
+    const int n = __popc(a.mask[t]);
+    float sum[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    for (int r = 0; r < n; ++r) {
+      const int slot = a.slot_of[t * kMaxLocalPerToken + r];
+      if (splits == 1) {
+        const uint4 raw = *reinterpret_cast<const uint4*>(a.ypart + static_cast<size_t>(slot) * kHidden + col);
+        const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          sum[2 * k] += __uint_as_float(w[k] << 16);
+          sum[2 * k + 1] += __uint_as_float(w[k] & 0xFFFF0000u);
+        }
+      } else {
+        for (int s = 0; s < splits; ++s) {
+          const float4* p =
+              reinterpret_cast<const float4*>(a.part2 + (static_cast<size_t>(s) * rows + slot) * kHidden + col);
+          const float4 lo = p[0], hi = p[1];
+          sum[0] += lo.x, sum[1] += lo.y, sum[2] += lo.z, sum[3] += lo.w;
+          sum[4] += hi.x, sum[5] += hi.y, sum[6] += hi.z, sum[7] += hi.w;
+        }
+      }
+    }
+    *reinterpret_cast<uint4*>(a.out + static_cast<size_t>(t) * kHidden + col) =
+        make_uint4(pack_bf16x2(sum[0], sum[1]), pack_bf16x2(sum[2], sum[3]), pack_bf16x2(sum[4], sum[5]),
+                   pack_bf16x2(sum[6], sum[7]));
+  }
+}
+
+}  // namespace fused_moe

@@ -1,0 +1,166 @@
+// Host side of the MoE's tensor-core path: tensor maps and launches of the grouped GEMMs (moe_wgmma.cuh,
+// moe_wgmma_swap.cuh), one tile configuration per template instance, and the whole call over them
+// (moe_forward). Header-only: an instantiation unit picks the tiles -- the solution's rendered moe_launch.cu by T,
+// the GPU test's moe_wgmma_launch.cu at run time.
+//
+// One call: route (plain launch: it orders the call after the previous one) -> permute -> gather -> GEMM1
+// [-> split finish] -> GEMM2 -> combine, each later kernel launched with programmatic dependent launch, so its
+// launch and prologue overlap the kernel before (every kernel waits with pdl_wait before touching its inputs).
+// The launch set depends on T and the plan only; counts never reach the host.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "moe_combine.cuh"
+#include "moe_routing.cuh"
+#include "moe_wgmma.cuh"
+#include "moe_wgmma_api.h"
+#include "moe_wgmma_swap.cuh"
+
+namespace fused_moe {
+namespace wg {
+
+inline int num_sms() {
+  static const int n = [] {
+    int dev = 0, count = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev);
+    return count;
+  }();
+  return n;
+}
+
+inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// What every grouped GEMM needs: whole 128-blocks of K, N a multiple of the unit width, 16-byte aligned operands
+// and scale rows (TMA), at most 32 groups (one warp builds the unit table).
+inline bool gemm_args_ok(const GroupedGemm& p, int n_multiple) {
+  return p.groups >= 1 && p.groups <= kMaxGroups && p.k % 128 == 0 && p.n % n_multiple == 0 && p.sfa_ld % 4 == 0 &&
+         p.sfa_ld >= p.a_rows && p.a_rows >= 1 && aligned16(p.a) && aligned16(p.b) && aligned16(p.sfa);
+}
+
+inline GemmArgs gemm_args(const GroupedGemm& p) {
+  return GemmArgs{p.counts, p.offsets, p.groups, p.n, p.k / 128, p.sfb, p.out, p.ldo, p.out_scale, p.out_scale_ld,
+                  p.row_weight, p.partial, p.partial_rows, p.splits_out};
+}
+
+// Tensor maps of A (rows x 128 bytes of K, 128-byte swizzle), its scales (a box of `sfa_box` f32 of one K block)
+// and B (`b_box_rows` x 128 bytes).
+inline bool encode_maps(const GroupedGemm& p, int a_box_rows, int sfa_box, int b_box_rows, CUtensorMap* tm_a,
+                        CUtensorMap* tm_sfa, CUtensorMap* tm_b) {
+  return sm90::encode_tma_2d(tm_a, CU_TENSOR_MAP_DATA_TYPE_UINT8, p.a, p.k, p.a_rows, p.k, 128, a_box_rows,
+                             CU_TENSOR_MAP_SWIZZLE_128B) &&
+         sm90::encode_tma_2d(tm_sfa, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, p.sfa, p.a_rows, p.k / 128,
+                             static_cast<uint64_t>(p.sfa_ld) * 4, sfa_box, 1, CU_TENSOR_MAP_SWIZZLE_NONE) &&
+         sm90::encode_tma_2d(tm_b, CU_TENSOR_MAP_DATA_TYPE_UINT8, p.b, p.k, static_cast<uint64_t>(p.groups) * p.n,
+                             p.k, 128, b_box_rows, CU_TENSOR_MAP_SWIZZLE_128B);
+}
+
+// Row tiles: 64 x kConsumers assignment rows x 128 columns per unit (grouped_gemm_kernel); never splits K.
+template <int kConsumers, int kStages, Epi kEpi>
+cudaError_t launch_rows(const GroupedGemm& p, cudaStream_t stream) {
+  using C = WgConfig<kConsumers, 128, kStages, kEpi>;
+  if (!gemm_args_ok(p, C::kSwiGlu ? 256 : 128)) return cudaErrorInvalidValue;
+  CUtensorMap tm_a, tm_sfa, tm_b;
+  if (!encode_maps(p, C::kBM, C::kSfaBox, C::kBoxB, &tm_a, &tm_sfa, &tm_b)) return cudaErrorInvalidValue;
+  auto kernel = grouped_gemm_kernel<kConsumers, 128, kStages, kEpi>;
+  static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
+  if (attr != cudaSuccess) return attr;
+  return sm90::launch_pdl(kernel, num_sms(), C::kThreads, C::kSmem, stream, tm_a, tm_sfa, tm_b, gemm_args(p));
+}
+
+// Swap-AB tiles: 128 weight rows x kNT assignment rows per unit (grouped_gemm_swap_kernel); split K when
+// p.partial is set.
+template <int kNT, int kStages, Epi kEpi>
+cudaError_t launch_swap(const GroupedGemm& p, cudaStream_t stream) {
+  using C = SwapConfig<kNT, kStages, kEpi>;
+  if (!gemm_args_ok(p, C::kSwiGlu ? 256 : 128)) return cudaErrorInvalidValue;
+  CUtensorMap tm_t, tm_sfa, tm_w;
+  if (!encode_maps(p, kNT, C::kSfaBox, C::kWRows, &tm_t, &tm_sfa, &tm_w)) return cudaErrorInvalidValue;
+  auto kernel = grouped_gemm_swap_kernel<kNT, kStages, kEpi>;
+  static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
+  if (attr != cudaSuccess) return attr;
+  return sm90::launch_pdl(kernel, num_sms(), C::kThreads, C::kSmem, stream, tm_t, tm_sfa, tm_w, gemm_args(p));
+}
+
+inline cudaError_t gather_rows_pdl(const void* x, const float* x_scale, int T, int k, const int* perm_tok,
+                                   const int* counts, const int* offsets, int groups, void* xp, float* xps,
+                                   int xps_ld, cudaStream_t stream) {
+  if (groups < 1 || k % 128 != 0 || !aligned16(x) || !aligned16(xp)) return cudaErrorInvalidValue;
+  return sm90::launch_pdl(gather_rows_kernel, 4 * num_sms(), 256, 0, stream, static_cast<const uint8_t*>(x), x_scale,
+                          T, perm_tok, counts, offsets, groups, k / 128, static_cast<uint8_t*>(xp), xps, xps_ld);
+}
+
+using GemmLaunch = cudaError_t (*)(const GroupedGemm&, cudaStream_t);
+
+// Which GEMM instances one call uses, and whether they may split K (swap-AB only; then partial_rows > 0 and the
+// workspace holds MoeWorkspace(T, partial_rows)).
+struct MoePlan {
+  GemmLaunch gemm1, gemm2;
+  int partial_rows;
+};
+
+// `failed` (if given) names the step whose launch failed, for the caller's error message.
+inline cudaError_t moe_forward(const LaunchArgs& a, const MoePlan& plan, cudaStream_t stream,
+                               const char** failed = nullptr) {
+  auto fail = [failed](const char* step, cudaError_t err) {
+    if (failed != nullptr) *failed = step;
+    return err;
+  };
+  if (a.T < 1) return cudaSuccess;
+  const MoeWorkspace ws(a.T, plan.partial_rows);
+  unsigned char* base = a.workspace;
+  auto* meta = reinterpret_cast<MoeMeta*>(base + ws.meta);
+  auto* mask = reinterpret_cast<uint32_t*>(base + ws.mask);
+  auto* local_w = reinterpret_cast<float*>(base + ws.local_w);
+  auto* perm_tok = reinterpret_cast<int*>(base + ws.perm_tok);
+  auto* perm_w = reinterpret_cast<float*>(base + ws.perm_w);
+  auto* slot_of = reinterpret_cast<int*>(base + ws.slot_of);
+  auto* xps = reinterpret_cast<float*>(base + ws.xps);
+  auto* inter_s = reinterpret_cast<float*>(base + ws.inter_s);
+  auto* ypart = reinterpret_cast<__nv_bfloat16*>(base + ws.ypart);
+  auto* splits = reinterpret_cast<int*>(base + ws.splits);
+  float* part1 = plan.partial_rows > 0 ? reinterpret_cast<float*>(base + ws.part1) : nullptr;
+  float* part2 = plan.partial_rows > 0 ? reinterpret_cast<float*>(base + ws.part2) : nullptr;
+  const int cap = static_cast<int>(ws.capacity);
+
+  constexpr int kRouteWarps = 8, kPermuteChunk = 1024, kPermuteStage = 4096;
+  const RouteArgs route{a.logits, static_cast<const __nv_bfloat16*>(a.bias), a.T, a.local_offset, a.scaling};
+  route_kernel<kRouteWarps><<<(a.T + kRouteWarps - 1) / kRouteWarps, kRouteWarps * 32, 0, stream>>>(route, mask,
+                                                                                                     local_w);
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return fail("route", err);
+  err = sm90::launch_pdl(permute_kernel<kPermuteChunk, kPermuteStage>,
+                                     (a.T + kPermuteChunk - 1) / kPermuteChunk, 1024, 0, stream, mask, local_w, a.T,
+                                     PermOut{meta, perm_tok, perm_w, slot_of});
+  if (err != cudaSuccess) return fail("permute", err);
+  err = gather_rows_pdl(a.x, a.x_scale, a.T, kHidden, perm_tok, meta->counts, meta->offsets, kLocalExperts,
+                        base + ws.xp, xps, ws.ld, stream);
+  if (err != cudaSuccess) return fail("gather", err);
+  GroupedGemm g1{base + ws.xp, cap,   xps,   ws.ld,        a.w1,  a.w1_scale, kLocalExperts, kGemm1Out, kHidden,
+                 meta->counts, meta->offsets, base + ws.inter, kInter, inter_s, ws.ld, nullptr};
+  g1.partial = part1;
+  g1.partial_rows = ws.partial_rows;
+  g1.splits_out = splits;
+  if ((err = plan.gemm1(g1, stream)) != cudaSuccess) return fail("GEMM1", err);
+  if (part1 != nullptr) {
+    err = sm90::launch_pdl(swiglu_finish_kernel, 2 * num_sms(), 256, 0, stream, static_cast<const float*>(part1),
+                           static_cast<const int*>(splits), static_cast<const int*>(meta->counts),
+                           static_cast<const int*>(meta->offsets), kLocalExperts, kInter, base + ws.inter, kInter,
+                           inter_s, ws.ld);
+    if (err != cudaSuccess) return fail("GEMM1 split finish", err);
+  }
+  GroupedGemm g2{base + ws.inter, cap, inter_s, ws.ld, a.w2,   a.w2_scale, kLocalExperts, kHidden, kInter,
+                 meta->counts, meta->offsets, ypart, kHidden, nullptr, 0, perm_w};
+  g2.partial = part2;
+  g2.partial_rows = ws.partial_rows;
+  g2.splits_out = splits + 1;
+  if ((err = plan.gemm2(g2, stream)) != cudaSuccess) return fail("GEMM2", err);
+  const CombineArgs comb{meta, mask, slot_of, ypart, part2, splits, static_cast<__nv_bfloat16*>(a.out), a.T};
+  err = sm90::launch_pdl(combine_kernel, std::min(a.T * kCombineChunks, 16 * num_sms()), 128, 0, stream, comb);
+  return err == cudaSuccess ? err : fail("combine", err);
+}
+
+}  // namespace wg
+}  // namespace fused_moe
