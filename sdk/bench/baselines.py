@@ -37,7 +37,8 @@ def time_baselines(definition: Definition, workload: Workload, *, seed: int, con
     state = {p.name: {"status": "PASSED", "reason": "", "cuda_graph": p.uses_cuda_graph} for p in chosen}
     samples: dict[str, list[float]] = {}
     work = None
-    probe_info: dict = {}
+    probe_error = None
+    probe_trials: list[dict] = []  # per trial: each draws its own call, so its routing (MoE) and its bytes differ
     for trial in range(config.trials):
         args = pool.private(pool.next_call())
         work = work or floors.work(definition.name, args).as_dict()
@@ -49,10 +50,9 @@ def time_baselines(definition: Definition, workload: Workload, *, seed: int, con
 
                 ready = bandwidth_probe.prepare(definition.name, args)
                 calls["probe"] = (ready.launch, config.iters)
-                probe_info = {"read_bytes": ready.plan.read_bytes, "write_bytes": ready.plan.write_bytes,
-                              "descriptor_bytes": ready.descriptor_bytes}
+                probe_trials.append(ready.info())
             except Exception as exc:  # noqa: BLE001 - reported; the row then has no bound
-                probe_info = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+                probe_error = f"{type(exc).__name__}: {str(exc)[:200]}"
         ref_out = as_tuple(ref_fn(**args)) if chosen else None
         for peer in chosen:
             if state[peer.name]["status"] != "PASSED":
@@ -89,6 +89,9 @@ def time_baselines(definition: Definition, workload: Workload, *, seed: int, con
     ref = samples.get(f"reference:{source}")
     others = {k.split(":", 1)[1]: mean(v) for k, v in samples.items() if k.startswith("reference:")}
     probe_ms = mean(samples["probe"]) if "probe" in samples else None
+    probe_info = probe_summary(probe_trials) if probe_trials else {}
+    if probe_error:
+        probe_info["error"] = probe_error
     spread = (max(ref) - min(ref)) / mean(ref) * 100 if ref and len(ref) > 1 and mean(ref) > 0 else None
     return {"reference_latency_ms": mean(ref) if ref else None, "reference_trials_ms": ref or [],
             "reference_aa_pct": spread,  # the reference's own A/A: spread of its trial medians (host-bound Python)
@@ -97,3 +100,12 @@ def time_baselines(definition: Definition, workload: Workload, *, seed: int, con
                       / probe_ms / 1e6 if probe_ms else None}, "work": work,
             "peers": {name: {"latency_ms": mean(samples[f"peer:{name}"]) if f"peer:{name}" in samples and
                              s["status"] == "PASSED" else None, **s} for name, s in state.items()}}
+
+
+def probe_summary(trials: list[dict]) -> dict:
+    """The probe's bytes over the trials it was timed in, as probe_ms is their mean: the mean bytes (so that
+    gb_per_s = mean bytes / mean ms = all bytes / all time), each trial's own, and the path(s) that ran."""
+    out = {key: statistics.fmean(t[key] for t in trials) for key in ("read_bytes", "write_bytes", "descriptor_bytes")}
+    paths = sorted({t["path"] for t in trials})
+    return {**out, "read_bytes_trials": [t["read_bytes"] for t in trials], "path": "+".join(paths),
+            "ranges_trials": [t["ranges"] for t in trials], "pieces_trials": [t["pieces"] for t in trials]}

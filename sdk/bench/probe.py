@@ -8,8 +8,13 @@ non-padding index). `run_probe` streams exactly those ranges once (16-byte loads
 no arithmetic beyond a checksum that keeps the loads alive) while writing the output bytes, and times that single
 launch by its CUPTI span: `probe_ms`. `bound_ms` is max(probe_ms, FLOPs / measured matrix rate).
 
-probe_ms is a bound a real kernel cannot beat by streaming alone; its only extra traffic is the piece list itself
-(8 bytes per piece of up to 2 KB, reported as `descriptor_bytes`) and one checksum word per warp.
+Two kernel paths read the same bytes. When the plan's ranges, once those that touch are joined, are at most
+MAX_RANGES ("ranges"), they ride in the launch's parameters and the first data load waits on nothing; otherwise
+(gathered rows: "pieces") the kernel reads a device table of pieces first. `run_probe` says which path ran.
+
+probe_ms is a bound a real kernel cannot beat by streaming alone; its only extra traffic is the description of the
+bytes (the piece list, 8 bytes per piece of up to 2 KB, or the range parameters; `descriptor_bytes`) and one
+checksum word per warp.
 """
 from __future__ import annotations
 
@@ -28,6 +33,10 @@ from .floors import ATTENTION, INDEXER, MOE, Ceilings, Work
 PIECE_BYTES = 2048          # the kernel reads a piece as at most 4 16-byte loads per lane of a warp
 WORD = 4                    # every range is whole 4-byte words (fp8 payloads come in 128-byte rows)
 ADDRESS_BITS = 48
+MAX_RANGES = 96             # ranges in the kernel's parameters (kMaxRanges): 8 * (4 + 4 * 96) = 3104 B, under 4 KB;
+                            # enough for any MoE plan (at most 16 runs of experts in each of 4 weight tensors + 4)
+RANGE_HEADER = 4            # words before the per-range arrays: ranges, loose pieces, chunks, reserved
+PATHS = ("auto", "ranges", "pieces")
 HERE = Path(__file__).parent
 KERNEL_SOURCES = ("probe_stream.cu", "probe_binding.cpp")
 
@@ -190,6 +199,64 @@ def pieces_for(p: Plan, inputs: dict) -> torch.Tensor:
     return encode_pieces(torch.cat(starts), torch.cat(sizes))
 
 
+# ---- the few-ranges path: ranges in the kernel's parameters -------------------------------------------------------
+
+def absolute_ranges(p: Plan, bases: dict[str, int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every read of the plan as (address, length), from each tensor's base address (its data pointer)."""
+    if not p.reads:
+        return torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long)
+    return (torch.cat([s.offsets.to(torch.long) + bases[s.tensor] for s in p.reads]),
+            torch.cat([s.lengths.to(torch.long) for s in p.reads]))
+
+
+def merge_ranges(starts: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """In address order, a range that starts exactly where the one before it ends joins it (within a tensor, or
+    across tensors that touch). Overlapping ranges stay apart: the plan reads those bytes once per range (a row
+    gathered twice is read twice), and so do both kernels and the checksum. Same bytes, same multiplicity."""
+    keep = lengths > 0
+    starts, order = torch.sort(starts[keep].to(torch.long), stable=True)
+    lengths = lengths[keep].to(torch.long)[order]
+    if not starts.numel():
+        return starts, lengths
+    joins = torch.zeros_like(starts, dtype=torch.bool)
+    joins[1:] = starts[1:] == starts[:-1] + lengths[:-1]
+    group = torch.cumsum(~joins, 0) - 1
+    merged = torch.zeros(int(group[-1]) + 1, dtype=torch.long).index_add_(0, group, lengths)
+    return starts[~joins], merged
+
+
+def pack_ranges(starts: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Merged ranges -> the int64 words of the kernel's `Ranges` parameters: [ranges, loose pieces, chunks, 0],
+    then per range its chunk-count prefix sum (`end`) and `origin` (body address - 16 * its first chunk, so chunk
+    c of the joint chunk space is at origin + 16c), then the loose pieces (heads and tails < 16 B, piece-encoded).
+    The bodies are the table path's 16-byte-aligned bodies, kept whole."""
+    if starts.numel() > MAX_RANGES:
+        raise BadInputError(f"probe: {starts.numel()} ranges do not fit the kernel's {MAX_RANGES}")
+    pieces, sizes = split_ranges(starts, lengths, piece=1 << ADDRESS_BITS)  # one body piece per range
+    body = sizes >= 16                                                      # heads and tails are < 16 bytes
+    chunks = sizes[body] // 16
+    end = torch.cumsum(chunks, 0)
+    words = torch.zeros(RANGE_HEADER + 4 * MAX_RANGES, dtype=torch.long)
+    loose = encode_pieces(pieces[~body], sizes[~body])
+    words[:3] = torch.tensor([int(body.sum()), loose.numel(), int(end[-1]) if end.numel() else 0])
+    words[RANGE_HEADER:RANGE_HEADER + end.numel()] = end
+    origin = pieces[body] - 16 * (end - chunks)
+    words[RANGE_HEADER + MAX_RANGES:RANGE_HEADER + MAX_RANGES + origin.numel()] = origin
+    words[RANGE_HEADER + 2 * MAX_RANGES:RANGE_HEADER + 2 * MAX_RANGES + loose.numel()] = loose
+    return words
+
+
+def choose_path(n_ranges: int, path: str = "auto") -> str:
+    """"ranges" when the merged ranges fit the kernel's parameters, else "pieces"; a forced path is checked."""
+    if path not in PATHS:
+        raise BadInputError(f"probe: path must be one of {', '.join(PATHS)}, got {path!r}")
+    if path == "ranges" and n_ranges > MAX_RANGES:
+        raise BadInputError(f"probe: {n_ranges} ranges do not fit the kernel's {MAX_RANGES}; use the pieces path")
+    if path == "auto":
+        return "ranges" if n_ranges <= MAX_RANGES else "pieces"
+    return path
+
+
 # ---- the kernel ---------------------------------------------------------------------------------------------------
 
 def _arch_flags(device: torch.device) -> list[str]:
@@ -226,49 +293,68 @@ class Probe:
     plan: Plan
     launch: Callable[[], None]
     device: torch.device
-    pieces: int
+    path: str                                # "ranges" (in the parameters) or "pieces" (a device table)
+    ranges: int                              # the plan's ranges once touching ones are joined
+    pieces: int                              # entries of the piece table (0 on the ranges path)
     blocks: int
     descriptor_bytes: int
     sink_bytes: int
     dst: torch.Tensor = field(repr=False)    # the written bytes (16-byte chunk i starts with the word i)
     sink: torch.Tensor = field(repr=False)   # one checksum word per warp: their sum is the sum of all words read
 
+    def info(self) -> dict:
+        """What the launch moves and how, for results rows."""
+        return {"read_bytes": self.plan.read_bytes, "write_bytes": self.plan.write_bytes, "path": self.path,
+                "ranges": self.ranges, "pieces": self.pieces, "blocks": self.blocks,
+                "descriptor_bytes": self.descriptor_bytes, "sink_bytes": self.sink_bytes}
 
-def prepare(definition_name: str, inputs: dict) -> Probe:
-    """Plan, piece list, output and checksum buffers, all built outside any timed region."""
-    return prepare_plan(plan(definition_name, inputs), inputs)
+
+def prepare(definition_name: str, inputs: dict, path: str = "auto") -> Probe:
+    """Plan, range parameters or piece list, output and checksum buffers, all built outside any timed region."""
+    return prepare_plan(plan(definition_name, inputs), inputs, path)
 
 
-def prepare_plan(p: Plan, inputs: dict) -> Probe:
+def prepare_plan(p: Plan, inputs: dict, path: str = "auto") -> Probe:
     devices = {inputs[s.tensor].device for s in p.reads}
     if len(devices) != 1 or (device := devices.pop()).type != "cuda":
         raise BadInputError(f"probe: needs the inputs on one CUDA device, got {sorted(map(str, devices))}")
+    starts, lengths = merge_ranges(*absolute_ranges(p, {name: inputs[name].data_ptr() for name in inputs
+                                                        if isinstance(inputs[name], torch.Tensor)}))
+    path = choose_path(starts.numel(), path)
     with torch.cuda.device(device):
         ext = extension(device)
-        if ext.piece_bytes() != PIECE_BYTES:
-            raise RuntimeError("probe_stream.cu and probe.py disagree on the piece size")
-        pieces = pieces_for(p, inputs).to(device)
+        if ext.piece_bytes() != PIECE_BYTES or ext.max_ranges() != MAX_RANGES or \
+                ext.ranges_bytes() != 8 * (RANGE_HEADER + 4 * MAX_RANGES):
+            raise RuntimeError("probe_stream.cu and probe.py disagree on the piece size or the range parameters")
         dst = torch.empty((p.write_bytes + 15) // 16 * 16, dtype=torch.uint8, device=device)
-        blocks = int(ext.blocks(pieces.numel(), dst.numel()))
+        if path == "ranges":
+            params = pack_ranges(starts, lengths)                 # stays on the CPU: copied into every launch
+            blocks = int(ext.range_blocks(int(params[2]), int(params[1]), dst.numel()))
+            n_pieces, descriptor = 0, params.numel() * 8
+        else:
+            pieces = pieces_for(p, inputs).to(device)
+            blocks = int(ext.blocks(pieces.numel(), dst.numel()))
+            n_pieces, descriptor = pieces.numel(), pieces.numel() * 8
         sink = torch.zeros(blocks * ext.threads_per_block() // 32, dtype=torch.int32, device=device)
 
     def launch():
-        ext.stream(pieces, dst, sink, blocks)
+        if path == "ranges":
+            ext.stream_ranges(params, dst, sink, blocks)
+        else:
+            ext.stream(pieces, dst, sink, blocks)
 
-    return Probe(p, launch, device, pieces.numel(), blocks, pieces.numel() * 8, sink.numel() * 4, dst, sink)
+    return Probe(p, launch, device, path, starts.numel(), n_pieces, blocks, descriptor, sink.numel() * 4, dst, sink)
 
 
 def run_probe(definition_name: str, inputs: dict, *, warmup: int = 10, iters: int = 50,
-              method: str = "cupti") -> dict:
-    """probe_ms (median CUPTI span of one launch, L2 flushed before each) and what it moved."""
+              method: str = "cupti", path: str = "auto") -> dict:
+    """probe_ms (median CUPTI span of one launch, L2 flushed before each), what it moved and which path ran."""
     from .timing import time_call
 
-    probe = prepare(definition_name, inputs)
+    probe = prepare(definition_name, inputs, path)
     timing = time_call(probe.launch, probe.device, warmup=warmup, iters=iters, method=method)
     moved = probe.plan.read_bytes + probe.plan.write_bytes
-    return {"probe_ms": timing.median_ms, "timing_method": timing.method, "read_bytes": probe.plan.read_bytes,
-            "write_bytes": probe.plan.write_bytes, "descriptor_bytes": probe.descriptor_bytes,
-            "sink_bytes": probe.sink_bytes, "pieces": probe.pieces, "blocks": probe.blocks,
+    return {"probe_ms": timing.median_ms, "timing_method": timing.method, **probe.info(),
             "bytes_per_s": moved / (timing.median_ms * 1e-3), "detail": probe.plan.detail}
 
 

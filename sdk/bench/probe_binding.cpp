@@ -7,20 +7,33 @@
 
 extern "C" int fib_probe_threads_per_block();
 extern "C" int fib_probe_piece_bytes();
+extern "C" int fib_probe_max_ranges();
+extern "C" int fib_probe_ranges_bytes();
 extern "C" int fib_probe_blocks(long long n_pieces, long long dst_chunks);
+extern "C" int fib_probe_range_blocks(long long chunks, long long n_loose, long long dst_chunks);
 extern "C" cudaError_t fib_probe_launch(const unsigned long long* pieces, long long n_pieces, void* dst,
                                         long long dst_chunks, unsigned* sink, int blocks, cudaStream_t stream);
+extern "C" cudaError_t fib_probe_launch_ranges(const void* params, void* dst, long long dst_chunks, unsigned* sink,
+                                               int blocks, cudaStream_t stream);
 
 static int64_t blocks(int64_t n_pieces, int64_t dst_bytes) { return fib_probe_blocks(n_pieces, dst_bytes / 16); }
 
-static void stream(const torch::Tensor& pieces, torch::Tensor& dst, torch::Tensor& sink, int64_t blocks) {
-  TORCH_CHECK(pieces.is_cuda() && pieces.scalar_type() == torch::kInt64 && pieces.is_contiguous(),
-              "pieces: a contiguous int64 CUDA tensor");
+static int64_t range_blocks(int64_t chunks, int64_t n_loose, int64_t dst_bytes) {
+  return fib_probe_range_blocks(chunks, n_loose, dst_bytes / 16);
+}
+
+static void check_outputs(const torch::Tensor& dst, const torch::Tensor& sink, int64_t blocks) {
   TORCH_CHECK(dst.is_cuda() && dst.is_contiguous() && dst.nbytes() % 16 == 0 &&
                   reinterpret_cast<uintptr_t>(dst.data_ptr()) % 16 == 0,
               "dst: a contiguous CUDA buffer, 16-byte aligned, a multiple of 16 bytes");
   TORCH_CHECK(sink.is_cuda() && sink.element_size() == 4 && sink.numel() * 32 >= blocks * fib_probe_threads_per_block(),
               "sink: one 4-byte word per warp of the launch");
+}
+
+static void stream(const torch::Tensor& pieces, torch::Tensor& dst, torch::Tensor& sink, int64_t blocks) {
+  TORCH_CHECK(pieces.is_cuda() && pieces.scalar_type() == torch::kInt64 && pieces.is_contiguous(),
+              "pieces: a contiguous int64 CUDA tensor");
+  check_outputs(dst, sink, blocks);
   const c10::cuda::CUDAGuard guard(pieces.device());
   const cudaError_t err = fib_probe_launch(reinterpret_cast<const unsigned long long*>(pieces.data_ptr<int64_t>()),
                                            pieces.numel(), dst.data_ptr(), static_cast<long long>(dst.nbytes() / 16),
@@ -29,9 +42,27 @@ static void stream(const torch::Tensor& pieces, torch::Tensor& dst, torch::Tenso
   TORCH_CHECK(err == cudaSuccess, "probe launch failed: ", cudaGetErrorString(err));
 }
 
+// `params`: probe.pack_ranges' int64 words, on the CPU: they become the kernel's parameters at each launch.
+static void stream_ranges(const torch::Tensor& params, torch::Tensor& dst, torch::Tensor& sink, int64_t blocks) {
+  TORCH_CHECK(params.device().is_cpu() && params.scalar_type() == torch::kInt64 && params.is_contiguous() &&
+                  params.nbytes() == static_cast<size_t>(fib_probe_ranges_bytes()),
+              "params: the contiguous int64 CPU words of probe.pack_ranges");
+  check_outputs(dst, sink, blocks);
+  const c10::cuda::CUDAGuard guard(dst.device());
+  const cudaError_t err = fib_probe_launch_ranges(params.data_ptr(), dst.data_ptr(),
+                                                  static_cast<long long>(dst.nbytes() / 16),
+                                                  reinterpret_cast<unsigned*>(sink.data_ptr()),
+                                                  static_cast<int>(blocks), c10::cuda::getCurrentCUDAStream());
+  TORCH_CHECK(err == cudaSuccess, "probe launch (ranges) failed: ", cudaGetErrorString(err));
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("threads_per_block", &fib_probe_threads_per_block);
   m.def("piece_bytes", &fib_probe_piece_bytes);
+  m.def("max_ranges", &fib_probe_max_ranges);
+  m.def("ranges_bytes", &fib_probe_ranges_bytes);
   m.def("blocks", &blocks);
+  m.def("range_blocks", &range_blocks);
   m.def("stream", &stream);
+  m.def("stream_ranges", &stream_ranges);
 }
