@@ -11,6 +11,7 @@ from tests.helpers import cli_runner
 
 from sdk.cli import main
 from sdk.env import wheels
+from sdk.peers import repack
 from sdk.errors import BadInputError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,6 +26,9 @@ def test_download_commands_target_the_device_interpreter_without_dependencies():
                  "--platform manylinux2014_x86_64", "--dest W"):
         assert flag in core
     assert core.endswith("pydantic-core==2.50.5") and "sglang-kernel==0.4.6" in kernel and "repack" in kernel
+    out = cli_runner().invoke(main, ["env", "wheels", "--dry-run", "--only", "sglang", "--only", "vllm"])
+    sglang, vllm = out.output.strip().splitlines()
+    assert "sglang==0.5.16" in sglang and "vllm==0.26.0" in vllm and "repack" in sglang and "repack" in vllm
 
 
 def test_every_pinned_wheel_is_exact_and_unknown_names_fail():
@@ -33,12 +37,13 @@ def test_every_pinned_wheel_is_exact_and_unknown_names_fail():
         wheels.select(["not-a-wheel"])
 
 
-def make_wheel(folder: Path, name="fibprobe_pkg", version="1.0") -> Path:
+def make_wheel(folder: Path, name="fibprobe_pkg", version="1.0", extra: dict | None = None) -> Path:
     path = folder / f"{name}-{version}-py3-none-any.whl"
     info = f"{name}-{version}.dist-info"
     files = {f"{name}/__init__.py": "VALUE = 42\n",
              f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
-             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+             **(extra or {})}
     with zipfile.ZipFile(path, "w") as z:
         for member, text in files.items():
             z.writestr(member, text)
@@ -74,3 +79,65 @@ def test_prebuild_without_a_gpu_reports_every_peer_as_a_row(tmp_path):
     assert {r["peer"] for r in report["rows"]} == {p.name for p in peers.all_peers()} | {"fib-sdk.probe"}
     assert all(r["available"] is False and r["reason"] for r in report["rows"])
     assert not report["errors"] and not list(tmp_path.glob("*.events.jsonl"))
+
+
+def test_the_pinned_wheels_fit_what_a_device_call_carries():
+    total = wheels.carried_mib()
+    assert total <= wheels.CARRY_BUDGET_MIB, f"{total:.1f} MiB of wheels, over {wheels.CARRY_BUDGET_MIB} MiB"
+    assert all(w.mib > 0 for w in wheels.WHEELS)
+    for w in wheels.WHEELS:
+        assert w.trim == (w.name in repack.TRIMS), w.name
+    assert {w.name for w in wheels.WHEELS if repack.TRIMS.get(w.name, repack.Trim()).keep} == {"sglang", "vllm"}
+    carried = sorted((ROOT / ".whl").glob("*.whl")) if (ROOT / ".whl").is_dir() else []
+    assert sum(p.stat().st_size for p in carried) / 2**20 <= wheels.CARRY_BUDGET_MIB
+
+
+SGLANG_MEMBERS = ["sglang/__init__.py", "sglang/kernels/__init__.py", "sglang/kernels/ops/moe/__init__.py",
+                  repack.SGLANG_MOE_KERNELS, "sglang/kernels/ops/moe/fused_moe_lora_kernel.py",
+                  "sglang/srt/utils/common.py", "sglang-0.5.16.dist-info/METADATA", "sglang-0.5.16.dist-info/WHEEL",
+                  "sglang-0.5.16.dist-info/entry_points.txt", "sglang-0.5.16.dist-info/licenses/LICENSE",
+                  "sglang-0.5.16.dist-info/top_level.txt", "sglang-0.5.16.dist-info/RECORD"]
+CONFIGS = repack.VLLM_MOE_CONFIGS
+VLLM_MEMBERS = ["vllm/__init__.py", "vllm/model_executor/layers/fused_moe/fused_moe.py",
+                f"{CONFIGS}/E=32,N=2048,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json",
+                f"{CONFIGS}/E=32,N=2048,device_name=NVIDIA_B200,dtype=fp8_w8a8,block_shape=[128,128].json",
+                f"{CONFIGS}/E=32,N=2048,device_name=NVIDIA_H200.json",
+                f"{CONFIGS}/E=32,N=1408,device_name=NVIDIA_B200.json",
+                f"{CONFIGS}/E=256,N=2048,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json",
+                "vllm/_C.abi3.so", "vllm-0.26.0.dist-info/METADATA", "vllm-0.26.0.dist-info/WHEEL",
+                "vllm-0.26.0.dist-info/RECORD"]
+
+
+def test_trims_keep_only_what_the_peers_use():
+    sglang = repack.kept_members(SGLANG_MEMBERS, **vars(repack.TRIMS["sglang"]))
+    assert sglang == [repack.SGLANG_MOE_KERNELS, "sglang-0.5.16.dist-info/METADATA", "sglang-0.5.16.dist-info/WHEEL",
+                      "sglang-0.5.16.dist-info/licenses/LICENSE", "sglang-0.5.16.dist-info/top_level.txt"]
+    vllm = repack.kept_members(VLLM_MEMBERS, **vars(repack.TRIMS["vllm"]))
+    assert vllm == [VLLM_MEMBERS[2], VLLM_MEMBERS[3], "vllm-0.26.0.dist-info/METADATA", "vllm-0.26.0.dist-info/WHEEL"]
+    kernel = ["sgl_kernel/__init__.py", "sgl_kernel/flash_ops.abi3.so", "sgl_kernel/sm100/common_ops.abi3.so",
+              "sgl_kernel/sm90/common_ops.abi3.so", "triton_kernels/x.py", "sglang_kernel-0.4.6.dist-info/RECORD",
+              "sglang_kernel-0.4.6.dist-info/entry_points.txt"]
+    assert repack.kept_members(kernel, **vars(repack.TRIMS["sglang-kernel"])) == [
+        "sgl_kernel/__init__.py", "sgl_kernel/sm90/common_ops.abi3.so", "sglang_kernel-0.4.6.dist-info/entry_points.txt"]
+
+
+def test_repack_writes_a_csv_record_that_names_every_kept_file(tmp_path):
+    import csv
+    import hashlib
+    from base64 import urlsafe_b64encode
+
+    config = "fibprobe_pkg/configs/E=32,N=2048,block_shape=[128,128].json"
+    src = make_wheel(tmp_path, extra={config: "{}\n", "fibprobe_pkg/big.bin": "x" * 1000})
+    (tmp_path / "out").mkdir()
+    out = repack.repack(src, tmp_path / "out", keep=("fibprobe_pkg/configs/*",))
+    with zipfile.ZipFile(out) as z:
+        record = z.read("fibprobe_pkg-1.0.dist-info/RECORD").decode()
+        rows = list(csv.reader(record.splitlines()))
+        assert sorted(r[0] for r in rows) == sorted(z.namelist()) and all(len(r) == 3 for r in rows)
+        assert config in z.namelist() and "fibprobe_pkg/__init__.py" not in z.namelist()
+        for name, digest, size in rows[:-1]:
+            data = z.read(name)
+            assert size == str(len(data))
+            assert digest == "sha256=" + urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    with pytest.raises(SystemExit, match="no member"):
+        repack.repack(src, tmp_path / "out", keep=("nothing/*",))

@@ -2,6 +2,12 @@
 from __future__ import annotations
 
 import importlib.util
+import inspect
+import json
+import sys
+import zipfile
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -9,6 +15,10 @@ import torch
 from sdk import definitions
 from sdk import peers
 from sdk.peers import glue
+from sdk.peers import moe as moe_peers
+from sdk.peers.repack import SGLANG_MOE_KERNELS, VLLM_MOE_CONFIGS
+
+ROOT = Path(__file__).resolve().parent.parent
 
 INDEXER = "dsa_topk_indexer_fp8_h64_d128_topk2048_ps64"
 ATTENTION = "dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps64"
@@ -125,12 +135,12 @@ def test_token_table_is_page_times_64_plus_offset():
 
 # ---- MoE glue --------------------------------------------------------------------------------------------------
 
-def _moe_inputs(T: int, seed: int, offset: int = 32):
+def _moe_inputs(T: int, seed: int, offset: int = 32, H: int = 7168, I: int = 2048):
     """Full-size MoE inputs that fit a CPU test: the 32 experts share one fp8 weight tensor (expanded views) and
     differ by their block scales; router logits favour two of this rank's experts so every token has local work
-    and few experts are dequantised."""
+    and few experts are dequantised. Smaller H and I keep the layouts (for glue tests that skip the reference)."""
     g = torch.Generator().manual_seed(seed)
-    E, H, I, El = 256, 7168, 2048, 32
+    E, El = 256, 32
 
     def fp8(*shape):
         return torch.randn(*shape, generator=g).clamp(-2, 2).to(torch.float8_e4m3fn)
@@ -207,6 +217,180 @@ def test_moe_pipeline_without_local_work_returns_zeros():
     assert out.shape == (2, 7168) and not out.float().abs().any()
 
 
+# ---- MoE: sglang's Triton fused_moe_kernel peer ------------------------------------------------------------------
+
+def carried_file(dist: str, version: str, member: str, tmp_path: Path) -> Path:
+    """`member` of the trimmed wheel `fib-sdk env wheels` put in this checkout's .whl/, extracted (skip if absent)."""
+    wheel = next(iter(sorted((ROOT / ".whl").glob(f"{dist}-{version}-*.whl"))), None)
+    if wheel is None:
+        pytest.skip(f"no {dist}-{version} wheel in {ROOT / '.whl'} (python -m sdk env wheels --only {dist})")
+    with zipfile.ZipFile(wheel) as z:
+        return Path(z.extract(member, tmp_path))
+
+
+TUNED = {1: {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1, "num_warps": 4,
+             "num_stages": 4},
+         64: {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1, "num_warps": 4,
+              "num_stages": 4},
+         128: {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 256, "GROUP_SIZE_M": 32, "num_warps": 8,
+               "num_stages": 3}}
+
+
+def test_tuned_config_is_the_entry_nearest_the_token_count_with_block_k_capped(tmp_path):
+    path = tmp_path / moe_peers.config_file_name("NVIDIA H200")
+    assert path.name == "E=32,N=2048,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json"
+    path.write_text(json.dumps({"triton_version": "3.4.0", **{str(k): v for k, v in TUNED.items()}}))
+    configs = moe_peers.load_tuned_configs(path)
+    assert sorted(configs) == [1, 64, 128]  # the file's triton_version is not a batch size
+    pick = moe_peers.pick_config
+    assert pick(configs, 1)["BLOCK_SIZE_M"] == 16 and pick(configs, 32)["BLOCK_SIZE_M"] == 16  # 32: tie -> smaller
+    assert pick(configs, 33)["BLOCK_SIZE_M"] == 64 and pick(configs, 95)["GROUP_SIZE_M"] == 1
+    big = pick(configs, 14107)
+    assert big == {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 32, "num_warps": 8,
+                   "num_stages": 3}  # K tile 256 -> 128: one activation scale per K step
+    assert configs[128]["BLOCK_SIZE_K"] == 256  # the pick copies, the table stays as read
+    with pytest.raises(ValueError):
+        pick({}, 4)
+
+
+def test_the_carried_vllm_config_is_the_h200_file_for_this_slice(tmp_path):
+    member = f"{VLLM_MOE_CONFIGS}/{moe_peers.config_file_name('NVIDIA H200')}"
+    configs = moe_peers.load_tuned_configs(carried_file("vllm", moe_peers.VLLM_VERSION, member, tmp_path))
+    assert min(configs) == 1 and max(configs) == 4096
+    assert moe_peers.pick_config(configs, 7)["BLOCK_SIZE_M"] == 16      # decode sizes: 16-row tiles (swap_ab)
+    assert moe_peers.pick_config(configs, 901)["BLOCK_SIZE_M"] == 64
+    assert all(moe_peers.pick_config(configs, t)["BLOCK_SIZE_K"] == 128 for t in (1, 2048, 3000, 14107))
+
+
+def test_load_file_with_stubs_answers_only_the_stubbed_imports(tmp_path):
+    src = tmp_path / "vendored.py"
+    src.write_text("import json\nfrom fakepkg.sub.utils import flag, double\n"
+                   "VALUE = double(21) if flag() else 0\n\n"
+                   "def later():\n    from fakepkg.sub.utils import flag\n    return flag()\n")
+    mod = peers.load_file_with_stubs(src, "_fib_test_vendored", {"fakepkg.sub.utils": {"flag": lambda: True,
+                                                                                      "double": lambda x: 2 * x}})
+    assert mod.VALUE == 42 and mod.later() is True and mod.json is json and mod.__file__ == str(src)
+    assert "fakepkg" not in sys.modules and "fakepkg.sub.utils" not in sys.modules
+    with pytest.raises(ImportError, match="double"):
+        peers.load_file_with_stubs(src, "_fib_test_vendored2", {"fakepkg.sub.utils": {"flag": lambda: True}})
+    assert "_fib_test_vendored2" not in sys.modules  # a failed load leaves nothing behind
+    with pytest.raises(ModuleNotFoundError):
+        peers.load_file_with_stubs(src, "_fib_test_vendored3", {})
+
+
+def test_the_carried_sglang_kernel_file_loads_with_the_peers_stubs(tmp_path):
+    """The real 0.5.16 module, with triton stubbed too (CPU): it imports nothing else of sglang, and
+    fused_moe_kernel's parameters are exactly the names the peer passes."""
+    path = carried_file("sglang", moe_peers.SGLANG_VERSION, SGLANG_MOE_KERNELS, tmp_path)
+    stubs = {**moe_peers.sglang_stubs(), "triton": {"jit": lambda fn: fn}, "triton.language": {}}
+    mod = peers.load_file_with_stubs(path, "_fib_test_sglang_kernels", stubs)
+    assert tuple(inspect.signature(mod.fused_moe_kernel).parameters) == moe_peers.KERNEL_PARAMS
+    assert mod.should_enable_swap_ab(16, 128) is moe_peers._sm90() and mod.padding_size == 0
+
+
+class EmulatedFusedMoeKernel:
+    """fused_moe_kernel's arithmetic for the arguments the peer passes (FP8 [128, 128] block scales, top_k 1,
+    c_sorted), in fp32 on the CPU, reading every tensor through the strides it is given."""
+
+    arg_names = moe_peers.KERNEL_PARAMS
+
+    def __init__(self):
+        self.launches = []
+
+    def __getitem__(self, grid):
+        return lambda **kw: self.launch(grid, kw)
+
+    @staticmethod
+    def strided(t, shape, strides):
+        return t.as_strided(shape, strides, t.storage_offset())
+
+    def launch(self, grid, kw):
+        self.launches.append((grid, kw))
+        assert set(kw) == set(moe_peers.KERNEL_PARAMS) | {"num_warps", "num_stages"}
+        assert kw["use_fp8_w8a8"] and kw["c_sorted"] and kw["filter_expert"] and kw["top_k"] == 1
+        assert not (kw["MUL_ROUTED_WEIGHT"] or kw["use_int8_w8a8"] or kw["FUSE_SUM_ALL_REDUCE"] or kw["MASK_OUTPUT"])
+        assert kw["group_n"] == kw["group_k"] == 128 and kw["BLOCK_SIZE_K"] <= 128
+        N, K, EM, n_valid, bm, bn = (kw[k] for k in ("N", "K", "EM", "num_valid_tokens", "BLOCK_SIZE_M",
+                                                     "BLOCK_SIZE_N"))
+        assert grid == (-(-EM // bm) * -(-N // bn),) and kw["even_Ks"] == (K % kw["BLOCK_SIZE_K"] == 0)
+        E = kw["b_ptr"].shape[0]
+        a = self.strided(kw["a_ptr"].view(torch.uint8), (n_valid, K), (kw["stride_am"], kw["stride_ak"]))
+        a_s = self.strided(kw["a_scale_ptr"], (n_valid, K // 128), (kw["stride_asm"], kw["stride_ask"]))
+        b = self.strided(kw["b_ptr"], (E, N, K), (kw["stride_be"], kw["stride_bn"], kw["stride_bk"]))
+        b_s = self.strided(kw["b_scale_ptr"], (E, N // 128, K // 128), (kw["stride_bse"], kw["stride_bsn"],
+                                                                          kw["stride_bsk"]))
+        c = self.strided(kw["c_ptr"], (EM, N), (kw["stride_cm"], kw["stride_cn"]))
+        ids, experts = kw["sorted_token_ids_ptr"].long(), kw["expert_ids_ptr"]
+        dequantised = {}
+        for block in range(-(-EM // bm)):
+            if block * bm >= int(kw["num_tokens_post_padded_ptr"][0]):
+                continue
+            e = int(experts[block])
+            assert e >= 0  # the peer's segments never leave a block without an expert
+            if e not in dequantised:
+                dequantised[e] = (b[e].to(torch.float32).view(N // 128, 128, K // 128, 128)
+                                  * b_s[e][:, None, :, None]).reshape(N, K)
+            rows = ids[block * bm:(block + 1) * bm]
+            keep = rows < n_valid
+            src = rows[keep]
+            x = (a[src].view(kw["a_ptr"].dtype).to(torch.float32).view(-1, K // 128, 128)
+                 * a_s[src][:, :, None]).reshape(-1, K)
+            c[block * bm + torch.nonzero(keep).squeeze(1)] = (x @ dequantised[e].t()).to(torch.bfloat16)
+
+
+def emulated_kernels():
+    return SimpleNamespace(fused_moe_kernel=EmulatedFusedMoeKernel(), tl=SimpleNamespace(bfloat16="bf16"),
+                           should_enable_swap_ab=lambda m, n: m < 64 and n >= 64)
+
+
+@pytest.mark.parametrize("T", [3, 70])
+def test_triton_peer_glue_equals_the_gathered_pipeline_with_an_emulated_kernel(T):
+    """Everything but the Triton kernel itself: sorted_token_ids, expert_ids, strides, the MN-major scales read in
+    place, masked padding rows, the config's M tile as the permutation's alignment."""
+    inputs = _moe_inputs(T, seed=T, H=256, I=256)
+    kernels = emulated_kernels()
+    run = moe_peers.triton_moe_call(inputs, kernels, TUNED)
+    (got,) = run()
+    bm = 16 if T < 32 else 64
+    assert run.config["BLOCK_SIZE_M"] == bm and run.config["swap_ab"] is (bm < 64)
+    expected = glue.moe_forward(moe_peers._host_scalars(inputs), glue.reference_grouped_gemm, align=bm)
+    assert got.dtype == torch.bfloat16 and got.shape == (T, 256)
+    torch.testing.assert_close(got.float(), expected.float(), rtol=1e-2, atol=1e-3)
+    (g1_grid, g1), (_, g2) = kernels.fused_moe_kernel.launches
+    assert g1["a_ptr"] is inputs["hidden_states"] and g1["num_valid_tokens"] == T  # no gather: rows by index
+    assert (g1["stride_asm"], g1["stride_ask"]) == (1, T)  # the [H/128, T] scales, in place
+    assert g1["N"] == 512 and g2["N"] == 256 and g1["EM"] == g2["EM"] and g1["EM"] % bm == 0
+    padding = g1["sorted_token_ids_ptr"] >= T
+    assert padding.any() and torch.equal(g2["sorted_token_ids_ptr"] >= g1["EM"], padding)
+
+
+def test_indirect_and_gathered_pipelines_agree_with_the_stand_in_gemm():
+    inputs = moe_peers._host_scalars(_moe_inputs(5, seed=7, H=256, I=256))
+    a = glue.moe_forward(inputs, glue.reference_grouped_gemm, align=16)
+    b = glue.moe_forward(inputs, glue.reference_grouped_gemm, align=16, indirect=True)
+    assert torch.equal(a, b)
+
+
+@pytest.mark.slow
+def test_triton_peer_pipeline_matches_the_reference_with_an_emulated_kernel():
+    inputs = _moe_inputs(T=2, seed=0)
+    expected = definitions.reference(MOE)(**inputs)
+    (got,) = moe_peers.triton_moe_call(inputs, emulated_kernels(), TUNED)()
+    diff, ref = got.float() - expected.float(), expected.float()
+    assert float(torch.linalg.vector_norm(diff) / torch.linalg.vector_norm(ref)) < 0.02
+
+
+def test_triton_peer_says_what_is_missing_in_one_line(monkeypatch):
+    peer = moe_peers.SglangTritonMoe()
+    monkeypatch.setattr(moe_peers, "installed_path", lambda _path: None)
+    ok, reason = peer.available()
+    assert not ok and "\n" not in reason and "sglang==0.5.16 + vllm==0.26.0" in reason and "not importable" in reason
+    monkeypatch.setattr(moe_peers, "installed_path", lambda path: Path("/x") / path)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "triton" else object())
+    ok, reason = peer.available()
+    assert not ok and reason.startswith("triton not importable")
+
+
 # ---- sparse-attention glue -------------------------------------------------------------------------------------
 
 def test_mla_layouts_put_ckv_then_kpe_and_pad_heads_with_zeros():
@@ -277,3 +461,40 @@ def test_peer_passes_the_gate_on_the_gpu(peer):
     outs = tuple(peer.prepare(inputs)())
     verdict = check(peer.definition, list(definition.outputs), outs, refs, contest_tolerance(peer.definition), inputs)
     assert verdict.passed, verdict.reason
+
+
+TRITON_WORKLOADS = {"b8f4f012": 16, "8f1ff9f1": 64, "1a4c6ba1": 64}  # T = 7, 80, 901 -> the tuned file's M tile
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("uuid", sorted(TRITON_WORKLOADS))
+def test_sglang_triton_peer_matches_the_reference_on_the_gpu(uuid):
+    """Contest rule and strict verdict on three official sizes (16-row swap_ab tiles and 64-row tiles), then again
+    after an expert's weights are re-drawn in place, as the gate does between calls."""
+    from sdk import inputs as inputs_mod, workloads
+    from sdk.gate import strict
+    from sdk.gate.compare import check, contest_tolerance
+
+    peer = moe_peers.SglangTritonMoe()
+    ok, reason = peer.available()
+    if not ok:
+        pytest.skip(f"{peer.name}: {reason}")
+    definition = definitions.load(MOE)
+    (workload,) = workloads.select(MOE, [uuid])
+    inputs = inputs_mod.make_inputs(definition, workload, seed=0, device="cuda")
+    run = peer.prepare(inputs)
+    bm = TRITON_WORKLOADS[uuid]
+    assert run.config["BLOCK_SIZE_M"] == bm and run.config["BLOCK_SIZE_K"] == 128 and run.config["swap_ab"] is (bm < 64)
+    for redraw in (False, True):
+        if redraw:
+            experts, _ = glue.route(inputs["routing_logits"], inputs["routing_bias"], inputs["routed_scaling_factor"])
+            local = experts.flatten().long() - int(inputs["local_expert_offset"])
+            busiest = int(torch.bincount(local[(local >= 0) & (local < 32)], minlength=32).argmax())
+            fresh = torch.randn(inputs["gemm1_weights"].shape[1:], device="cuda").clamp(-2, 2)
+            inputs["gemm1_weights"][busiest].copy_(fresh.to(torch.float8_e4m3fn))
+        ref = definitions.reference(MOE)(**inputs)
+        outs = tuple(run())
+        verdict = check(MOE, list(definition.outputs), outs, (ref,), contest_tolerance(MOE), inputs)
+        assert verdict.passed, f"redraw={redraw}: {verdict.reason}"
+        strict_ok, why = strict.verdict(MOE, verdict)
+        assert strict_ok, f"redraw={redraw}: {why} ({verdict.extra})"

@@ -36,8 +36,9 @@ def wheels(dest, only, python, platforms, dry_run):
                        + ("   # then trimmed by sdk.peers.repack" if w.trim else ""))
         return
     files = wheels_mod.download(dest, chosen, python=python, platforms=platforms, echo=click.echo)
-    total = sum(f.stat().st_size for f in files) / 2**20
-    click.echo(f"{len(files)} wheels, {total:.1f} MiB in {dest} (git-ignored; it travels with the checkout)")
+    total = sum(f.stat().st_size for f in files)
+    click.echo(f"{len(files)} wheels, {wheels_mod.size_text(total)} in {dest} (git-ignored; it travels with the "
+               "checkout)")
 
 
 @env.command()

@@ -16,6 +16,8 @@ hopper-peers.md §2); `fib-sdk env prebuild --check` shows whether they load and
   sgl-flash-mla 1.0.0                                   FlashMLA, SM90 kernels in its legacy half
   sglang-kernel 0.4.6, trimmed by `python -m sdk.peers.repack`   fast_topk_v2 / fast_topk_transform, FlashMLA
   flashinfer-python 0.6.14                              radix top-k with page-table transform, MLA fa3 (JIT)
+  sglang 0.5.16 + vllm 0.26.0, both trimmed             Triton fused_moe_kernel (one .py) + its tuned E=32,N=2048
+                                                        H200 config (one .json); triton itself comes with torch
   flashinfer-bench 0.1.2, pydantic 2.14.4 (+ pydantic-core, annotated-types, typing-inspection,
   typing-extensions, docstring-parser)                  not peers: what sdk itself needs on the device
 `fib-sdk env wheels` downloads them (pinned in sdk/env/wheels.py); on the device `eval "$(python3 -m sdk env
@@ -23,9 +25,13 @@ install)"` installs them offline and `python3 -m sdk env prebuild` compiles thei
 """
 from __future__ import annotations
 
+import builtins
 import functools
 import importlib
 import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
 from typing import Callable
 
 import torch
@@ -52,6 +58,51 @@ def import_optional(module: str) -> tuple[object | None, str]:
         if isinstance(exc, KeyboardInterrupt):
             raise
         return None, f"import {module} failed ({_first_line(exc)})"
+
+
+def load_file_with_stubs(path: Path | str, name: str, stubs: dict[str, dict[str, object]]) -> ModuleType:
+    """Execute one source file of a package that is not installed whole, as the private module `name`.
+
+    `stubs` maps the modules it imports to the few attributes it takes from them (`from pkg.utils import is_cuda`);
+    those imports, and only those, are answered from the stubs for this module alone (sys.modules gets no fake
+    entries, only `name` itself), every other import is the real one. The file keeps its real path, so tracebacks, inspect and Triton's
+    JIT (which reads kernel source) see the original. Raises whatever the file raises (an import it needs that is
+    neither stubbed nor installed, a stub without a name it takes: ImportError).
+    """
+    real_import = builtins.__import__
+    made: dict[str, ModuleType] = {}
+
+    def stub(full: str) -> ModuleType:
+        if full not in made:
+            made[full] = module = ModuleType(full)
+            module.__dict__.update(stubs.get(full, {}))
+            for child in stubs:  # `import a.b as c` takes b from a
+                if child.rpartition(".")[0] == full:
+                    setattr(module, child.rpartition(".")[2], stub(child))
+        return made[full]
+
+    def scoped_import(mod, globals=None, locals=None, fromlist=(), level=0):
+        top = mod.partition(".")[0]
+        if level == 0 and mod in stubs:
+            if fromlist:
+                return stub(mod)
+            if top in stubs:
+                return stub(top)
+            raise ImportError(f"stub {mod!r} imported without its parent {top!r} stubbed")
+        return real_import(mod, globals, locals, fromlist, level)
+
+    spec = importlib.util.spec_from_file_location(name, str(path))
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    module.__builtins__ = {**vars(builtins), "__import__": scoped_import}
+    sys.modules[name] = module  # inspect.getsource (Triton's JIT) finds the module by name
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
 
 
 def hopper_reason() -> str:

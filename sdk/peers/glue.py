@@ -139,11 +139,15 @@ def combine(perm: Permutation, expert_out: torch.Tensor, num_tokens: int) -> tor
     return out.to(torch.bfloat16)
 
 
-def moe_forward(inputs: dict, grouped_gemm, align: int) -> torch.Tensor:
+def moe_forward(inputs: dict, grouped_gemm, align: int, indirect: bool = False) -> torch.Tensor:
     """The whole unfused pipeline around an m-grouped contiguous FP8 GEMM.
 
-    grouped_gemm(a_fp8 [M, K], a_scale [M, K/128] (MN-major), w_fp8 [G, N, K], w_scale [G, N/128, K/128],
-    grouped_layout [M]) -> bf16 [M, N]; rows whose layout is -1 may hold anything.
+    grouped_gemm(a_fp8, a_scale, w_fp8 [G, N, K], w_scale [G, N/128, K/128], grouped_layout [M], src_rows) -> bf16
+    [M, N]: permuted row i belongs to expert grouped_layout[i] (-1: padding, its output may hold anything) and its
+    input is row i of a [M, K] when src_rows is None, else row src_rows[i] of a. The activation scales come as a
+    strided view (one per row and 128 columns, MN-major). With `indirect`, the first GEMM gets the hidden states
+    and their scales as they are ([T, K], [T, K/128] view of the [K/128, T] input) with src_rows = each row's token,
+    for kernels that gather rows themselves (Triton fused_moe); otherwise rows are gathered first (DeepGEMM).
     """
     hs = inputs["hidden_states"]
     T = hs.shape[0]
@@ -153,16 +157,22 @@ def moe_forward(inputs: dict, grouped_gemm, align: int) -> torch.Tensor:
     perm = permute(experts, weights, int(inputs["local_expert_offset"]), w1.shape[0], align)
     if perm.rows == 0:
         return torch.zeros((T, hs.shape[1]), dtype=torch.bfloat16, device=hs.device)
-    a = hs.view(torch.uint8).index_select(0, perm.src_token).view(hs.dtype)  # byte gather: fp8-safe everywhere
-    a_scale = inputs["hidden_states_scale"].index_select(1, perm.src_token).t()  # [M, 56], MN-major
-    h = grouped_gemm(a, a_scale, w1, s1, perm.grouped_layout)
+    if indirect:
+        h = grouped_gemm(hs, inputs["hidden_states_scale"].t(), w1, s1, perm.grouped_layout, perm.src_token)
+    else:
+        a = hs.view(torch.uint8).index_select(0, perm.src_token).view(hs.dtype)  # byte gather: fp8-safe everywhere
+        a_scale = inputs["hidden_states_scale"].index_select(1, perm.src_token).t()  # [M, 56], MN-major
+        h = grouped_gemm(a, a_scale, w1, s1, perm.grouped_layout, None)
     act, act_scale = quant_fp8_1x128(swiglu_second_gated(h))
-    y = grouped_gemm(act, act_scale, w2, s2, perm.grouped_layout)
+    y = grouped_gemm(act, act_scale, w2, s2, perm.grouped_layout, None)
     return combine(perm, y, T)
 
 
-def reference_grouped_gemm(a, a_scale, w, w_scale, grouped_layout) -> torch.Tensor:
-    """Slow fp32 stand-in for DeepGEMM's contiguous grouped GEMM (tests and CPU runs); padding rows left 0."""
+def reference_grouped_gemm(a, a_scale, w, w_scale, grouped_layout, src_rows=None) -> torch.Tensor:
+    """Slow fp32 stand-in for the grouped GEMM of `moe_forward` (tests and CPU runs); padding rows left 0."""
+    if src_rows is not None:
+        a = a.view(torch.uint8).index_select(0, src_rows).view(a.dtype)
+        a_scale = a_scale.index_select(0, src_rows)
     M, K = a.shape
     G, N, _ = w.shape
     a32 = (a.to(torch.float32).view(M, K // BLOCK, BLOCK) * a_scale.to(torch.float32)[:, :, None]).view(M, K)
