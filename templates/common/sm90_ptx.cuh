@@ -13,7 +13,7 @@
 //    128-byte rows with CU_TENSOR_MAP_SWIZZLE_128B writes), fence / commit_group / wait_group, and
 //    m64nNk32 e4m3 x e4m3 -> f32 for N in {16, 32, 64, 128, 256}.
 //  * setmaxnreg (producer/consumer register split), griddepcontrol (programmatic dependent launch), named
-//    barriers, an fp8x2 pack.
+//    barriers, fp8x2 pack / unpack.
 //  * Host: launch_pdl() (programmatic dependent launch), encode_tma_2d() (cuTensorMapEncodeTiled reached through
 //    the runtime's driver entry point, no -lcuda).
 #pragma once
@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include <cuda.h>  // CUtensorMap and its enums (types only; the driver function is looked up at run time)
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 namespace sm90 {
@@ -306,6 +307,14 @@ __device__ __forceinline__ uint16_t pack_e4m3x2(float lo, float hi) {
   uint16_t r;
   asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(r) : "f"(hi), "f"(lo));
   return r;
+}
+
+// Two e4m3 bytes (lo in the low byte) -> two floats, exactly.
+__device__ __forceinline__ float2 unpack_e4m3x2(uint16_t v) {
+  uint32_t h2;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(h2) : "h"(v));
+  const __half2 h = *reinterpret_cast<const __half2*>(&h2);
+  return __half22float2(h);
 }
 
 // ---- host: launches -------------------------------------------------------------------------------------------

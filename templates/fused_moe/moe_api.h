@@ -30,17 +30,21 @@ struct MoeMeta {
 
 // Byte offsets into one workspace buffer; everything in it is rewritten by every call before it is read.
 // Capacity = 8 T assignment rows (every pick local), so no count ever goes back to the host. `partial_rows` bounds
-// the split-K partial sums of the swap-AB GEMMs (splits x assignment rows); 0 = never split.
+// the split-K partial sums of the swap-AB GEMMs (splits x assignment rows; 0 = never split); `hi_lo` keeps an e4m3
+// residual of the intermediate below it (capacity more rows).
 struct MoeWorkspace {
-  size_t meta, mask, local_w, perm_tok, perm_w, slot_of, xp, xps, inter, inter_s, ypart, splits, part1, part2, bytes;
+  size_t meta, mask, local_w, perm_tok, perm_w, slot_of, xp, xps, inter, inter_s, ypart, splits, unit_done, part1,
+      part2, bytes;
   int64_t capacity;
   int ld;            // row pitch of the MN-major scale arrays (capacity rounded up to 4: TMA's 16-byte pitch)
   int partial_rows;  // rows of part1 / part2
-  MoeWorkspace(int64_t T, int64_t partial_rows_wanted)
+  int units;         // GEMM1 swap-AB units at most (16-row tiles): counters of the last-split finish
+  MoeWorkspace(int64_t T, int64_t partial_rows_wanted, bool hi_lo)
       : capacity(T * kMaxLocalPerToken),
         ld(static_cast<int>((capacity + 3) / 4 * 4)),
         partial_rows(static_cast<int>(partial_rows_wanted < kMaxSplits * capacity ? partial_rows_wanted
-                                                                                  : kMaxSplits * capacity)) {
+                                                                                  : kMaxSplits * capacity)),
+        units(partial_rows > 0 ? static_cast<int>((capacity / 16 + kLocalExperts) * (kInter / 128)) : 0) {
     size_t at = 0;
     auto take = [&at](int64_t n) {
       const size_t here = at;
@@ -55,10 +59,11 @@ struct MoeWorkspace {
     slot_of = take(capacity * 4);
     xp = take(capacity * kHidden);                                // e4m3 activations in expert order
     xps = take(static_cast<int64_t>(kHiddenBlocks) * ld * 4);     // their scales, [56][ld]
-    inter = take(capacity * kInter);                              // e4m3 SwiGLU output
+    inter = take((hi_lo ? 2 : 1) * capacity * kInter);            // e4m3 SwiGLU output [+ its lo residual]
     inter_s = take(static_cast<int64_t>(kInterBlocks) * ld * 4);  // its scales, [16][ld]
     ypart = take(capacity * kHidden * 2);                         // bf16 routing-weighted GEMM2 rows
     splits = take(2 * 4);                                         // split-K factors GEMM1, GEMM2 chose
+    unit_done = take(static_cast<int64_t>(units) * 4);           // GEMM1 split arrivals per unit
     part1 = take(static_cast<int64_t>(partial_rows) * kGemm1Out * 4);  // f32 GEMM1 partial sums (x1 | x2)
     part2 = take(static_cast<int64_t>(partial_rows) * kHidden * 4);    // f32 weighted GEMM2 partial sums
     bytes = at;

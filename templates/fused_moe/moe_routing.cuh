@@ -133,6 +133,8 @@ struct PermOut {
   int* perm_tok;
   float* perm_w;
   int* slot_of;  // [T * 8]
+  int* zero;      // [zero_count] ints set to 0 (the grouped GEMM's split counters), or null
+  int zero_count;
 };
 
 // Counts expert `e`'s tokens among masks[0..n) (smem), as seen by warp e.
@@ -181,6 +183,8 @@ __global__ void __launch_bounds__(1024) permute_kernel(const uint32_t* __restric
   sm90::pdl_wait();  // masks and weights come from route_kernel
   const int e = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int c0 = blockIdx.x * CHUNK;
+  if (blockIdx.x == 0)
+    for (int i = threadIdx.x; i < o.zero_count; i += 1024) o.zero[i] = 0;
   int total = 0, before = 0;
   for (int t0 = 0; t0 < T; t0 += STAGE) {
     const int n = min(STAGE, T - t0);
@@ -214,6 +218,34 @@ __global__ void __launch_bounds__(1024) permute_kernel(const uint32_t* __restric
   for (int i = threadIdx.x; i < n; i += 1024) s_mask[i] = mask[c0 + i];
   __syncthreads();
   emit_expert(s_mask, n, c0, e, s_offsets[e] + before, o, local_w);
+}
+
+// Small T (T <= TMAX): routing and the permutation in one CTA, one launch fewer; masks and weights stay in shared
+// memory (masks also go to `mask`, for the combine). Same slots as route_kernel + permute_kernel.
+template <int TMAX>
+__global__ void __launch_bounds__(1024) route_permute_kernel(RouteArgs a, uint32_t* __restrict__ mask, PermOut o) {
+  __shared__ uint32_t s_mask[TMAX];
+  __shared__ float s_w[TMAX * kLocalExperts];
+  __shared__ int s_counts[32], s_offsets[32];
+  for (int i = threadIdx.x; i < o.zero_count; i += 1024) o.zero[i] = 0;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (int t = warp; t < a.T; t += 32) {
+    const uint32_t m = route_token_warp(a, t, s_w + t * kLocalExperts);
+    if (lane == 0) s_mask[t] = mask[t] = m;
+  }
+  __syncthreads();
+  const int cnt = count_expert(s_mask, a.T, warp);
+  if (lane == 0) s_counts[warp] = cnt;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    const int c = s_counts[threadIdx.x];
+    const int excl = warp_inclusive_sum(c) - c;
+    s_offsets[threadIdx.x] = excl;
+    o.meta->counts[threadIdx.x] = c;
+    o.meta->offsets[threadIdx.x] = excl;
+  }
+  __syncthreads();
+  emit_expert(s_mask, a.T, 0, warp, s_offsets[warp], o, s_w);
 }
 
 }  // namespace fused_moe

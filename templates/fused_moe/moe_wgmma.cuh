@@ -69,7 +69,21 @@ struct GemmArgs {
   float* partial;
   int partial_rows;
   int* splits_out;  // the split factor used (written by CTA 0) for the kernels after this one, or null
+  // swap-AB SwiGLU with splits: one arrival counter per unit, zero on entry; the last split of a unit to finish
+  // adds the partial sums up and runs the epilogue (no extra launch). Null: GEMM1 never splits.
+  int* unit_done;
+  // hi + lo intermediate (swap-AB path): GEMM1 also writes e4m3(16 x residual) `lo_rows` rows below each output
+  // row, GEMM2 (two token boxes) reads it there and adds it with weight 1/16. 0 = hi only.
+  int lo_rows;
 };
+
+// e4m3 of a (already divided by its block scale), and e4m3(16 x the rounding residual): hi + lo / 16 carries about
+// 8 mantissa bits instead of 3 (the FP8 intermediate's rounding is most of its error against the fp32 reference).
+__device__ __forceinline__ uint8_t e4m3_hi_lo(float a, uint8_t& lo) {
+  const uint16_t hi = sm90::pack_e4m3x2(a, 0.0f);
+  lo = static_cast<uint8_t>(sm90::pack_e4m3x2(16.0f * (a - sm90::unpack_e4m3x2(hi).x), 0.0f) & 0xFFu);
+  return static_cast<uint8_t>(hi & 0xFFu);
+}
 
 // Split-K factor of a swap-AB GEMM with `units` output tiles of `k_blocks` K blocks on `ctas` persistent CTAs: the
 // S in 1..kMaxSplits with the fewest waves x (K blocks per split + 2), the 2 standing for a unit's fixed cost

@@ -37,6 +37,8 @@ struct GroupedGemm {
   float* partial = nullptr;  // swap-AB split-K partial sums [splits][rows][n] f32, or null: never split
   int partial_rows = 0;      // splits x rows of all groups stays <= this
   int* splits_out = nullptr; // the split factor used (one int), or null
+  int* unit_done = nullptr;  // swap-AB SwiGLU split arrivals per unit (zeroed), or null: GEMM1 never splits
+  int lo_rows = 0;           // hi + lo intermediate: GEMM1 writes, GEMM2 (two token boxes) reads lo rows this far below
 };
 
 // Tile configuration: rows per tile 128 (two consumer warpgroups) or 64 (one); or swap-AB (weights in wgmma's M,

@@ -11,6 +11,7 @@ namespace {
 
 constexpr int kStages128 = 6, kStages64 = 8;                 // 197 / 195 KB of shared memory
 constexpr int kSwapStagesSwiGlu = 6, kSwapStagesPlain = 10;  // SwiGLU stages hold two weight boxes
+constexpr int kSwapStagesHiLo = 8;                           // GEMM2 on a hi + lo intermediate: two token boxes
 constexpr int kTestPartialRows = 1024;                       // split-K budget of the end-to-end path
 
 template <Epi kEpi>
@@ -26,6 +27,13 @@ GemmLaunch instance(Tile tile) {
 }
 
 bool is_swap(Tile tile) { return tile == Tile::kSwap16 || tile == Tile::kSwap32; }
+
+// GEMM2 of the end-to-end path: on the swap-AB tiles it reads the hi + lo intermediate GEMM1 wrote.
+GemmLaunch gemm2_of_plan(Tile tile) {
+  if (tile == Tile::kSwap16) return launch_swap<16, kSwapStagesHiLo, Epi::kBf16RowWeight, 2>;
+  if (tile == Tile::kSwap32) return launch_swap<32, kSwapStagesHiLo, Epi::kBf16RowWeight, 2>;
+  return instance<Epi::kBf16RowWeight>(tile);
+}
 
 }  // namespace
 
@@ -44,11 +52,11 @@ cudaError_t gather_rows(const void* x, const float* x_scale, int T, int k, const
   return gather_rows_pdl(x, x_scale, T, k, perm_tok, counts, offsets, groups, xp, xps, xps_ld, stream);
 }
 
-MoeWorkspace test_workspace(int64_t T) { return MoeWorkspace(T, kTestPartialRows); }
+MoeWorkspace test_workspace(int64_t T) { return MoeWorkspace(T, kTestPartialRows, true); }
 
 cudaError_t moe_forward(const LaunchArgs& a, cudaStream_t stream, Tile tile) {
-  const MoePlan plan{instance<Epi::kSwiGluFp8>(tile), instance<Epi::kBf16RowWeight>(tile),
-                     is_swap(tile) ? kTestPartialRows : 0};
+  const MoePlan plan{instance<Epi::kSwiGluFp8>(tile), gemm2_of_plan(tile), is_swap(tile) ? kTestPartialRows : 0,
+                     is_swap(tile)};
   const char* failed = nullptr;
   const cudaError_t err = moe_forward(a, plan, stream, &failed);
   if (err != cudaSuccess) std::fprintf(stderr, "moe_forward: %s failed: %s\n", failed, cudaGetErrorString(err));
@@ -60,12 +68,12 @@ const char* config_summary() {
   std::snprintf(text, sizeof(text),
                 "tile 0: BM=128 BN=128 stages=%d smem=%d B; tile 1: BM=64 BN=128 stages=%d smem=%d B; "
                 "tile 2/3: swap-AB 16/32 tokens x 128 weight rows, stages %d (SwiGLU, smem %d/%d B) / %d (plain), "
-                "split-K up to %d with %d partial rows",
+                "split-K up to %d with %d partial rows, hi + lo intermediate (GEMM2 stages %d)",
                 kStages128, WgConfig<2, 128, kStages128, Epi::kSwiGluFp8>::kSmem, kStages64,
                 WgConfig<1, 128, kStages64, Epi::kSwiGluFp8>::kSmem, kSwapStagesSwiGlu,
                 SwapConfig<16, kSwapStagesSwiGlu, Epi::kSwiGluFp8>::kSmem,
                 SwapConfig<32, kSwapStagesSwiGlu, Epi::kSwiGluFp8>::kSmem, kSwapStagesPlain, kMaxSplits,
-                kTestPartialRows);
+                kTestPartialRows, kSwapStagesHiLo);
   return text;
 }
 

@@ -3,9 +3,10 @@
 // (moe_forward). Header-only: an instantiation unit picks the tiles -- the solution's rendered moe_launch.cu by T,
 // the GPU test's moe_wgmma_launch.cu at run time.
 //
-// One call: route (plain launch: it orders the call after the previous one) -> permute -> gather -> GEMM1
-// [-> split finish] -> GEMM2 -> combine, each later kernel launched with programmatic dependent launch, so its
-// launch and prologue overlap the kernel before (every kernel waits with pdl_wait before touching its inputs).
+// One call: route + permute (one CTA up to T = 128, else two kernels; a plain launch, which orders the call after
+// the previous one) -> gather -> GEMM1 -> GEMM2 -> combine, each later kernel launched with programmatic dependent
+// launch, so its launch and prologue overlap the kernel before (each waits with pdl_wait before touching its
+// inputs).
 // The launch set depends on T and the plan only; counts never reach the host.
 #pragma once
 
@@ -42,14 +43,15 @@ inline bool gemm_args_ok(const GroupedGemm& p, int n_multiple) {
 
 inline GemmArgs gemm_args(const GroupedGemm& p) {
   return GemmArgs{p.counts, p.offsets, p.groups, p.n, p.k / 128, p.sfb, p.out, p.ldo, p.out_scale, p.out_scale_ld,
-                  p.row_weight, p.partial, p.partial_rows, p.splits_out};
+                  p.row_weight, p.partial, p.partial_rows, p.splits_out, p.unit_done, p.lo_rows};
 }
 
-// Tensor maps of A (rows x 128 bytes of K, 128-byte swizzle), its scales (a box of `sfa_box` f32 of one K block)
-// and B (`b_box_rows` x 128 bytes).
-inline bool encode_maps(const GroupedGemm& p, int a_box_rows, int sfa_box, int b_box_rows, CUtensorMap* tm_a,
-                        CUtensorMap* tm_sfa, CUtensorMap* tm_b) {
-  return sm90::encode_tma_2d(tm_a, CU_TENSOR_MAP_DATA_TYPE_UINT8, p.a, p.k, p.a_rows, p.k, 128, a_box_rows,
+// Tensor maps of A (rows x 128 bytes of K, 128-byte swizzle; `a_extra_rows` more rows below: a lo residual), its
+// scales (a box of `sfa_box` f32 of one K block) and B (`b_box_rows` x 128 bytes).
+inline bool encode_maps(const GroupedGemm& p, int a_box_rows, int sfa_box, int b_box_rows, int a_extra_rows,
+                        CUtensorMap* tm_a, CUtensorMap* tm_sfa, CUtensorMap* tm_b) {
+  return sm90::encode_tma_2d(tm_a, CU_TENSOR_MAP_DATA_TYPE_UINT8, p.a, p.k, p.a_rows + a_extra_rows, p.k, 128,
+                             a_box_rows,
                              CU_TENSOR_MAP_SWIZZLE_128B) &&
          sm90::encode_tma_2d(tm_sfa, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, p.sfa, p.a_rows, p.k / 128,
                              static_cast<uint64_t>(p.sfa_ld) * 4, sfa_box, 1, CU_TENSOR_MAP_SWIZZLE_NONE) &&
@@ -63,7 +65,7 @@ cudaError_t launch_rows(const GroupedGemm& p, cudaStream_t stream) {
   using C = WgConfig<kConsumers, 128, kStages, kEpi>;
   if (!gemm_args_ok(p, C::kSwiGlu ? 256 : 128)) return cudaErrorInvalidValue;
   CUtensorMap tm_a, tm_sfa, tm_b;
-  if (!encode_maps(p, C::kBM, C::kSfaBox, C::kBoxB, &tm_a, &tm_sfa, &tm_b)) return cudaErrorInvalidValue;
+  if (!encode_maps(p, C::kBM, C::kSfaBox, C::kBoxB, 0, &tm_a, &tm_sfa, &tm_b)) return cudaErrorInvalidValue;
   auto kernel = grouped_gemm_kernel<kConsumers, 128, kStages, kEpi>;
   static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
   if (attr != cudaSuccess) return attr;
@@ -71,14 +73,15 @@ cudaError_t launch_rows(const GroupedGemm& p, cudaStream_t stream) {
 }
 
 // Swap-AB tiles: 128 weight rows x kNT assignment rows per unit (grouped_gemm_swap_kernel); split K when
-// p.partial is set.
-template <int kNT, int kStages, Epi kEpi>
+// p.partial is set (SwiGLU: and p.unit_done); kTBoxes = 2: A is a hi + lo pair, lo p.lo_rows rows below.
+template <int kNT, int kStages, Epi kEpi, int kTBoxes = 1>
 cudaError_t launch_swap(const GroupedGemm& p, cudaStream_t stream) {
-  using C = SwapConfig<kNT, kStages, kEpi>;
-  if (!gemm_args_ok(p, C::kSwiGlu ? 256 : 128)) return cudaErrorInvalidValue;
+  using C = SwapConfig<kNT, kStages, kEpi, kTBoxes>;
+  if (!gemm_args_ok(p, C::kSwiGlu ? 256 : 128) || (kTBoxes == 2 && p.lo_rows < p.a_rows)) return cudaErrorInvalidValue;
   CUtensorMap tm_t, tm_sfa, tm_w;
-  if (!encode_maps(p, kNT, C::kSfaBox, C::kWRows, &tm_t, &tm_sfa, &tm_w)) return cudaErrorInvalidValue;
-  auto kernel = grouped_gemm_swap_kernel<kNT, kStages, kEpi>;
+  if (!encode_maps(p, kNT, C::kSfaBox, C::kWRows, kTBoxes == 2 ? p.lo_rows : 0, &tm_t, &tm_sfa, &tm_w))
+    return cudaErrorInvalidValue;
+  auto kernel = grouped_gemm_swap_kernel<kNT, kStages, kEpi, kTBoxes>;
   static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
   if (attr != cudaSuccess) return attr;
   return sm90::launch_pdl(kernel, num_sms(), C::kThreads, C::kSmem, stream, tm_t, tm_sfa, tm_w, gemm_args(p));
@@ -94,12 +97,16 @@ inline cudaError_t gather_rows_pdl(const void* x, const float* x_scale, int T, i
 
 using GemmLaunch = cudaError_t (*)(const GroupedGemm&, cudaStream_t);
 
-// Which GEMM instances one call uses, and whether they may split K (swap-AB only; then partial_rows > 0 and the
-// workspace holds MoeWorkspace(T, partial_rows)).
+// Which GEMM instances one call uses, whether they may split K (swap-AB only: partial_rows > 0) and whether the
+// intermediate is a hi + lo pair (swap-AB only: gemm2 reads two token boxes). The workspace holds
+// MoeWorkspace(T, partial_rows, hi_lo).
 struct MoePlan {
   GemmLaunch gemm1, gemm2;
   int partial_rows;
+  bool hi_lo;
 };
+
+constexpr int kRoutePermuteTMax = 128;  // up to this T, routing and permutation run as one CTA
 
 // `failed` (if given) names the step whose launch failed, for the caller's error message.
 inline cudaError_t moe_forward(const LaunchArgs& a, const MoePlan& plan, cudaStream_t stream,
@@ -109,7 +116,7 @@ inline cudaError_t moe_forward(const LaunchArgs& a, const MoePlan& plan, cudaStr
     return err;
   };
   if (a.T < 1) return cudaSuccess;
-  const MoeWorkspace ws(a.T, plan.partial_rows);
+  const MoeWorkspace ws(a.T, plan.partial_rows, plan.hi_lo);
   unsigned char* base = a.workspace;
   auto* meta = reinterpret_cast<MoeMeta*>(base + ws.meta);
   auto* mask = reinterpret_cast<uint32_t*>(base + ws.mask);
@@ -126,15 +133,22 @@ inline cudaError_t moe_forward(const LaunchArgs& a, const MoePlan& plan, cudaStr
   const int cap = static_cast<int>(ws.capacity);
 
   constexpr int kRouteWarps = 8, kPermuteChunk = 1024, kPermuteStage = 4096;
+  auto* unit_done = reinterpret_cast<int*>(base + ws.unit_done);
   const RouteArgs route{a.logits, static_cast<const __nv_bfloat16*>(a.bias), a.T, a.local_offset, a.scaling};
-  route_kernel<kRouteWarps><<<(a.T + kRouteWarps - 1) / kRouteWarps, kRouteWarps * 32, 0, stream>>>(route, mask,
-                                                                                                     local_w);
-  cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return fail("route", err);
-  err = sm90::launch_pdl(permute_kernel<kPermuteChunk, kPermuteStage>,
-                                     (a.T + kPermuteChunk - 1) / kPermuteChunk, 1024, 0, stream, mask, local_w, a.T,
-                                     PermOut{meta, perm_tok, perm_w, slot_of});
-  if (err != cudaSuccess) return fail("permute", err);
+  const PermOut perm{meta, perm_tok, perm_w, slot_of, unit_done, ws.units};
+  cudaError_t err;
+  if (a.T <= kRoutePermuteTMax) {
+    route_permute_kernel<kRoutePermuteTMax><<<1, 1024, 0, stream>>>(route, mask, perm);
+    if ((err = cudaGetLastError()) != cudaSuccess) return fail("route + permute", err);
+  } else {
+    route_kernel<kRouteWarps><<<(a.T + kRouteWarps - 1) / kRouteWarps, kRouteWarps * 32, 0, stream>>>(route, mask,
+                                                                                                       local_w);
+    if ((err = cudaGetLastError()) != cudaSuccess) return fail("route", err);
+    err = sm90::launch_pdl(permute_kernel<kPermuteChunk, kPermuteStage>, (a.T + kPermuteChunk - 1) / kPermuteChunk,
+                           1024, 0, stream, static_cast<const uint32_t*>(mask), static_cast<const float*>(local_w),
+                           a.T, perm);
+    if (err != cudaSuccess) return fail("permute", err);
+  }
   err = gather_rows_pdl(a.x, a.x_scale, a.T, kHidden, perm_tok, meta->counts, meta->offsets, kLocalExperts,
                         base + ws.xp, xps, ws.ld, stream);
   if (err != cudaSuccess) return fail("gather", err);
@@ -143,19 +157,15 @@ inline cudaError_t moe_forward(const LaunchArgs& a, const MoePlan& plan, cudaStr
   g1.partial = part1;
   g1.partial_rows = ws.partial_rows;
   g1.splits_out = splits;
+  g1.unit_done = part1 != nullptr ? unit_done : nullptr;
+  g1.lo_rows = plan.hi_lo ? cap : 0;
   if ((err = plan.gemm1(g1, stream)) != cudaSuccess) return fail("GEMM1", err);
-  if (part1 != nullptr) {
-    err = sm90::launch_pdl(swiglu_finish_kernel, 2 * num_sms(), 256, 0, stream, static_cast<const float*>(part1),
-                           static_cast<const int*>(splits), static_cast<const int*>(meta->counts),
-                           static_cast<const int*>(meta->offsets), kLocalExperts, kInter, base + ws.inter, kInter,
-                           inter_s, ws.ld);
-    if (err != cudaSuccess) return fail("GEMM1 split finish", err);
-  }
   GroupedGemm g2{base + ws.inter, cap, inter_s, ws.ld, a.w2,   a.w2_scale, kLocalExperts, kHidden, kInter,
                  meta->counts, meta->offsets, ypart, kHidden, nullptr, 0, perm_w};
   g2.partial = part2;
   g2.partial_rows = ws.partial_rows;
   g2.splits_out = splits + 1;
+  g2.lo_rows = plan.hi_lo ? cap : 0;
   if ((err = plan.gemm2(g2, stream)) != cudaSuccess) return fail("GEMM2", err);
   const CombineArgs comb{meta, mask, slot_of, ypart, part2, splits, static_cast<__nv_bfloat16*>(a.out), a.T};
   err = sm90::launch_pdl(combine_kernel, std::min(a.T * kCombineChunks, 16 * num_sms()), 128, 0, stream, comb);

@@ -14,7 +14,10 @@
 //  * Split-K for few units (small T: one active expert's GEMM1 is only 16 units for 132 SMs): each unit's K blocks
 //    are cut into S contiguous ranges (choose_splits, from the routed counts, on the device), unit u runs
 //    (u / S, split u % S), and every split writes f32 partial sums to args.partial; swiglu_finish_kernel (GEMM1)
-//    or the combine (GEMM2) adds them in split order. S = 1 keeps the fused epilogues.
+//    (GEMM1: the last split of a unit to arrive, counted in args.unit_done, adds them in split order and runs the
+//    SwiGLU epilogue; GEMM2: the combine adds them). S = 1 keeps the fused epilogues.
+//  * hi + lo intermediate (args.lo_rows > 0): GEMM1 writes e4m3(16 x rounding residual) below the e4m3 output;
+//    GEMM2 with kTBoxes = 2 loads both token boxes and promotes (hi + lo / 16) x scale.
 #pragma once
 
 #include "moe_wgmma.cuh"
@@ -22,7 +25,7 @@
 namespace fused_moe {
 namespace wg {
 
-template <int kNT, int kStages, Epi kEpi>
+template <int kNT, int kStages, Epi kEpi, int kTBoxes = 1>
 struct SwapConfig {
   static constexpr int kConsumers = 2;
   static constexpr int kThreads = 128 * (kConsumers + 1);
@@ -30,7 +33,7 @@ struct SwapConfig {
   static constexpr int kWRows = 64 * kConsumers;             // weight rows per box (= output columns per unit)
   static constexpr int kWBoxes = kSwiGlu ? 2 : 1;            // x1 and x2 boxes, or one
   static constexpr int kWBytes = kWBoxes * kWRows * 128;
-  static constexpr int kTBytes = kNT * 128;                  // token rows
+  static constexpr int kTBytes = kTBoxes * kNT * 128;        // token rows (hi, and lo when kTBoxes = 2)
   static constexpr int kSfaBox = kNT + 4;  // from row0 rounded down to 4 floats (TMA's 16-byte start rule)
   static constexpr int kSfaBytes = kSfaBox * 4;
   static constexpr int kSfaPitch = (kSfaBytes + 127) / 128 * 128;
@@ -40,7 +43,8 @@ struct SwapConfig {
   static constexpr int kOffSfa = kOffT + kStages * kTBytes;
   static constexpr int kOffBar = kOffSfa + kStages * kSfaPitch;
   static constexpr int kOffTable = kOffBar + 2 * kStages * 8;
-  // After the unit table (97 ints), the split factor and the row count: 2 x [8 warps][kNT] floats, 16-byte aligned.
+  // After the unit table (97 ints), the split factor, the row count and a last-split flag: 2 x [8 warps][kNT]
+  // floats, 16-byte aligned.
   static constexpr int kOffXch = kOffTable + 100 * 4;
   static constexpr int kSmem = kOffXch + (kSwiGlu ? 2 * 8 * kNT * 4 : 0) + 1024;
   static constexpr int kProducerRegs = 40;
@@ -49,15 +53,52 @@ struct SwapConfig {
 
   static_assert(kNT == 16 || kNT == 32 || kNT == 64, "tokens per tile: a wgmma N of sm90_ptx.cuh");
   static_assert(kTBytes % 1024 == 0, "token tile: whole 8-row swizzle atoms");
+  static_assert(kTBoxes == 1 || (kTBoxes == 2 && !kSwiGlu), "a lo token box is GEMM2's (the intermediate's)");
   static_assert(kOffXch % 16 == 0, "exchange buffer alignment");
   static_assert(kSmem <= 227 * 1024, "shared memory budget (227 KB per CTA)");
 };
 
-template <int kNT, int kStages, Epi kEpi>
+// Last split of a SwiGLU unit: x1 | x2 = its splits' partial sums in split order, then the epilogue of the unsplit
+// path (silu(x2) * x1, per-(row, 128 columns) amax / 448 scale, e4m3 hi [+ lo]). Consumer warp w of 8 takes rows
+// w, w + 8 of the unit, 4 columns per lane. Partial sums come from other SMs: read through L2 (ld.cg).
+__device__ __forceinline__ void swiglu_finish_unit(const GemmArgs& a, const Unit& t, int splits, int rows_all,
+                                                   int warp8, int lane) {
+  const int n_half = a.n / 2, col = t.nu * 128 + 4 * lane;
+#pragma unroll 1
+  for (int r = warp8; r < t.rows; r += 8) {
+    const int row = t.row0 + r;
+    float x1[4] = {0.f, 0.f, 0.f, 0.f}, x2[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int s = 0; s < splits; ++s) {
+      const float* p = a.partial + (static_cast<size_t>(s) * rows_all + row) * a.n + col;
+      const float4 u = __ldcg(reinterpret_cast<const float4*>(p)), g = __ldcg(reinterpret_cast<const float4*>(p + n_half));
+      x1[0] += u.x, x1[1] += u.y, x1[2] += u.z, x1[3] += u.w;
+      x2[0] += g.x, x2[1] += g.y, x2[2] += g.z, x2[3] += g.w;
+    }
+    float v[4], amax = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) amax = fmaxf(amax, fabsf(v[k] = silu_mul(x2[k], x1[k])));
+#pragma unroll
+    for (int d = 16; d >= 1; d >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, d));
+    const float inv = amax > 0.0f ? 448.0f / amax : 0.0f;
+    uint32_t hi = 0, lo = 0;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      uint8_t l;
+      hi |= static_cast<uint32_t>(e4m3_hi_lo(v[k] * inv, l)) << (8 * k);
+      lo |= static_cast<uint32_t>(l) << (8 * k);
+    }
+    uint8_t* dst = static_cast<uint8_t*>(a.out) + static_cast<size_t>(row) * a.ldo + col;
+    *reinterpret_cast<uint32_t*>(dst) = hi;
+    if (a.lo_rows > 0) *reinterpret_cast<uint32_t*>(dst + static_cast<size_t>(a.lo_rows) * a.ldo) = lo;
+    if (lane == 0) a.out_scale[static_cast<size_t>(t.nu) * a.out_scale_ld + row] = amax / 448.0f;
+  }
+}
+
+template <int kNT, int kStages, Epi kEpi, int kTBoxes = 1>
 __global__ void __launch_bounds__(384, 1)
     grouped_gemm_swap_kernel(const __grid_constant__ CUtensorMap tm_t, const __grid_constant__ CUtensorMap tm_sfa,
                              const __grid_constant__ CUtensorMap tm_w, const GemmArgs args) {
-  using C = SwapConfig<kNT, kStages, kEpi>;
+  using C = SwapConfig<kNT, kStages, kEpi, kTBoxes>;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = sm90::smem_u32(smem_raw);
   uint8_t* smem = smem_raw + (((raw + 1023u) & ~1023u) - raw);
@@ -85,7 +126,8 @@ __global__ void __launch_bounds__(384, 1)
     __syncwarp();
     if (tid == 0) {
       const int g = args.num_groups - 1, rows = table[65 + g] + table[33 + g];
-      const int s = args.partial == nullptr ? 1
+      const bool can_split = args.partial != nullptr && (!C::kSwiGlu || args.unit_done != nullptr);
+      const int s = !can_split ? 1
                                             : choose_splits(table[32], rows, gridDim.x, args.k_blocks,
                                                             args.partial_rows);
       table[97] = s;
@@ -117,6 +159,9 @@ __global__ void __launch_bounds__(384, 1)
         if constexpr (C::kSwiGlu)
           sm90::tma_load_2d(w_dst + C::kWRows * 128, &tm_w, full, kb * 128, w_row + args.n / 2);
         sm90::tma_load_2d(base + C::kOffT + stage * C::kTBytes, &tm_t, full, kb * 128, t.row0);
+        if constexpr (kTBoxes == 2)
+          sm90::tma_load_2d(base + C::kOffT + stage * C::kTBytes + kNT * 128, &tm_t, full, kb * 128,
+                            t.row0 + args.lo_rows);
         sm90::tma_load_2d(base + C::kOffSfa + stage * C::kSfaPitch, &tm_sfa, full, t.row0 & ~3, kb);
         if (++stage == kStages) stage = 0, phase ^= 1;
       }
@@ -144,7 +189,9 @@ __global__ void __launch_bounds__(384, 1)
                    : sfb_x;
     float next_x = __ldg(sfb_x + kb_begin), next_y = __ldg(sfb_y + kb_begin);
 
-    float acc_x[C::kAcc], acc_y[C::kSwiGlu ? C::kAcc : 1], part_x[C::kAcc], part_y[C::kSwiGlu ? C::kAcc : 1];
+    // part_y: SwiGLU's x2 partial sum, or (kTBoxes = 2) the lo tokens' partial sum of the same weights.
+    constexpr int kY = C::kSwiGlu || kTBoxes == 2 ? C::kAcc : 1;
+    float acc_x[C::kAcc], acc_y[C::kSwiGlu ? C::kAcc : 1], part_x[C::kAcc], part_y[kY];
 #pragma unroll
     for (int i = 0; i < C::kAcc; ++i) acc_x[i] = 0.0f;
 #pragma unroll
@@ -169,18 +216,25 @@ __global__ void __launch_bounds__(384, 1)
       const uint64_t dx = sm90::desc_k_sw128(w_base);
       const uint64_t dy = sm90::desc_k_sw128(w_base + C::kWRows * 128);
       const uint64_t dt = sm90::desc_k_sw128(base + C::kOffT + stage * C::kTBytes);
+      const uint64_t dt_lo = sm90::desc_k_sw128(base + C::kOffT + stage * C::kTBytes + kNT * 128);
+      (void)dt_lo;
       sm90::fence_regs(part_x);
-      if constexpr (C::kSwiGlu) sm90::fence_regs(part_y);
+      if constexpr (kY > 1) sm90::fence_regs(part_y);
       sm90::wgmma_fence();
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
         sm90::wgmma_fp8<kNT>(part_x, dx + 2 * k, dt + 2 * k, k > 0);
         if constexpr (C::kSwiGlu) sm90::wgmma_fp8<kNT>(part_y, dy + 2 * k, dt + 2 * k, k > 0);
+        if constexpr (kTBoxes == 2) sm90::wgmma_fp8<kNT>(part_y, dx + 2 * k, dt_lo + 2 * k, k > 0);
       }
       sm90::wgmma_commit();
       sm90::wgmma_wait<0>();
       sm90::fence_regs(part_x);
-      if constexpr (C::kSwiGlu) sm90::fence_regs(part_y);
+      if constexpr (kY > 1) sm90::fence_regs(part_y);
+      if constexpr (kTBoxes == 2) {
+#pragma unroll
+        for (int i = 0; i < C::kAcc; ++i) part_x[i] += 0.0625f * part_y[i];  // hi + lo / 16, one weight scale
+      }
       if (lane == 0) sm90::mbar_arrive(empty0 + 8 * stage);
       if (++stage == kStages) stage = 0, phase ^= 1;
 
@@ -216,6 +270,19 @@ __global__ void __launch_bounds__(384, 1)
             dst[args.n / 2 + 8] = acc_y[4 * i + 2 + j];
           }
         }
+      if constexpr (C::kSwiGlu) {
+        // Publish this split (each thread fences its own stores), count it; the unit's last split finishes it.
+        __threadfence();
+        sm90::named_barrier_sync(1, 128 * C::kConsumers);
+        int* last = table + 99;
+        if (tid == 0) *last = atomicAdd(args.unit_done + u / splits, 1) == splits - 1;
+        sm90::named_barrier_sync(1, 128 * C::kConsumers);
+        if (*last) {
+          __threadfence();
+          swiglu_finish_unit(args, t, splits, rows_all, wgi * 4 + warp, lane);
+        }
+        sm90::named_barrier_sync(1, 128 * C::kConsumers);  // `last` is rewritten by the next unit
+      }
     } else if constexpr (kEpi == Epi::kF32 || kEpi == Epi::kBf16RowWeight) {
 #pragma unroll
       for (int i = 0; i < kNT / 8; ++i)
@@ -263,50 +330,18 @@ __global__ void __launch_bounds__(384, 1)
           if (tok >= t.rows) continue;
           const float inv = amax > 0.0f ? 448.0f / amax : 0.0f;
           uint8_t* dst = static_cast<uint8_t*>(args.out) + static_cast<size_t>(t.row0 + tok) * args.ldo + out_col;
-          dst[0] = static_cast<uint8_t>(sm90::pack_e4m3x2(v[4 * i + j] * inv, 0.0f) & 0xFFu);
-          dst[8] = static_cast<uint8_t>(sm90::pack_e4m3x2(v[4 * i + 2 + j] * inv, 0.0f) & 0xFFu);
+          uint8_t lo0, lo8;
+          dst[0] = e4m3_hi_lo(v[4 * i + j] * inv, lo0);
+          dst[8] = e4m3_hi_lo(v[4 * i + 2 + j] * inv, lo8);
+          if (args.lo_rows > 0) {
+            dst[static_cast<size_t>(args.lo_rows) * args.ldo] = lo0;
+            dst[static_cast<size_t>(args.lo_rows) * args.ldo + 8] = lo8;
+          }
           if (cw == 0 && lane < 4)
             args.out_scale[static_cast<size_t>(t.nu) * args.out_scale_ld + t.row0 + tok] = amax / 448.0f;
         }
       parity ^= 1;  // the next unit writes the other buffer; its barrier orders this unit's reads before reuse
     }
-  }
-}
-
-// ------------------------------------------------------------------------------------------------------------------
-// GEMM1 after a split swap-AB pass: x1 | x2 = the splits' partial sums added in split order, then the SwiGLU
-// epilogue of the fused path (silu(x2) * x1, per-(row, 128 columns) scale amax / 448, e4m3; scales MN-major
-// [n_half / 128][out_scale_ld]). One warp per (row, 128 columns), 4 columns per lane. Returns at once when GEMM1 did
-// not split (splits[0] == 1): the launch set stays the same for every routing.
-__global__ void __launch_bounds__(256) swiglu_finish_kernel(const float* __restrict__ part, const int* splits,
-                                                            const int* counts, const int* offsets, int num_groups,
-                                                            int n_half, uint8_t* __restrict__ out, int ldo,
-                                                            float* __restrict__ out_scale, int out_scale_ld) {
-  sm90::pdl_wait();  // GEMM1's partial sums
-  const int S = splits[0];
-  if (S == 1) return;
-  const int rows = offsets[num_groups - 1] + counts[num_groups - 1];
-  const int blocks = n_half / 128, lane = threadIdx.x & 31;
-  const int warps = gridDim.x * (blockDim.x / 32);
-#pragma unroll 1
-  for (int item = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; item < rows * blocks; item += warps) {
-    const int row = item / blocks, col = (item % blocks) * 128 + 4 * lane;
-    float x1[4] = {0.f, 0.f, 0.f, 0.f}, x2[4] = {0.f, 0.f, 0.f, 0.f};
-    for (int s = 0; s < S; ++s) {
-      const float* p = part + (static_cast<size_t>(s) * rows + row) * (2 * n_half) + col;
-      const float4 a = *reinterpret_cast<const float4*>(p), b = *reinterpret_cast<const float4*>(p + n_half);
-      x1[0] += a.x, x1[1] += a.y, x1[2] += a.z, x1[3] += a.w;
-      x2[0] += b.x, x2[1] += b.y, x2[2] += b.z, x2[3] += b.w;
-    }
-    float v[4], amax = 0.0f;
-#pragma unroll
-    for (int k = 0; k < 4; ++k) amax = fmaxf(amax, fabsf(v[k] = silu_mul(x2[k], x1[k])));
-#pragma unroll
-    for (int d = 16; d >= 1; d >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, d));
-    const float inv = amax > 0.0f ? 448.0f / amax : 0.0f;
-    const uint32_t lo = sm90::pack_e4m3x2(v[0] * inv, v[1] * inv), hi = sm90::pack_e4m3x2(v[2] * inv, v[3] * inv);
-    *reinterpret_cast<uint32_t*>(out + static_cast<size_t>(row) * ldo + col) = lo | (hi << 16);
-    if (lane == 0) out_scale[static_cast<size_t>(col / 128) * out_scale_ld + row] = amax / 448.0f;
   }
 }
 
