@@ -376,5 +376,18 @@ def evidence(solution_dirs, results_file, trace_dir, out_root):
         click.echo(f"{package.name}: evidence in {folder}")
 
 
+@main.command()
+@click.argument("results_file", type=click.Path(path_type=Path, exists=True, dir_okay=False))
+@click.option("--dry-run", is_flag=True, help="Only list the rows that would change.")
+def rescore(results_file, dry_run):
+    """Re-apply the current plausibility rule (latency vs physical floor) to a results file's recorded latencies."""
+    from .bench.rescore import rescore_file
+
+    changed = rescore_file(results_file, write_back=not dry_run)
+    verb = "would change" if dry_run else "changed"
+    click.echo(f"{results_file}: {verb} {len(changed)} row(s)" + (f": {', '.join(u[:8] for u in changed)}"
+                                                                  if changed else ""))
+
+
 if __name__ == "__main__":
     main()

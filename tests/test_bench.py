@@ -5,7 +5,8 @@ import pytest
 
 from sdk import solutions
 from sdk.bench import remote
-from sdk.bench.runner import SCHEMA, flag_within_noise, run_bench, spread
+from sdk.bench import floors
+from sdk.bench.runner import FLOOR_MARGIN, SCHEMA, flag_within_noise, implausibly_fast, run_bench, spread
 from sdk.bench.config import BenchConfig
 from sdk.bench.timing import spans_from_trace
 from sdk.errors import BadInputError
@@ -83,3 +84,49 @@ def test_tiny_bench_run_writes_a_complete_results_file(tmp_path):
         assert row["reference_source"] == "fib-sdk" and row["timer_fallback"] is False
     assert set(saved["summary"]) == {INDEXER, ATTENTION}
     assert saved["summary"][INDEXER]["passed"] == 1
+
+
+def test_floor_rejects_only_what_no_hbm_can_reach():
+    # the H200 row that motivated the margin: 0.2609 ms against a 0.2611 ms copy-rate floor is a kernel streaming at
+    # the copy rate, not skipped work; half the floor is
+    assert not implausibly_fast(0.2609, 0.2611)
+    assert not implausibly_fast(FLOOR_MARGIN * 1.0, 1.0)
+    assert implausibly_fast(0.5, 1.0) and implausibly_fast(FLOOR_MARGIN * 0.999, 1.0)
+    assert not implausibly_fast(None, 1.0) and not implausibly_fast(0.1, None)
+    # 1 / margin x a 4.2 TB/s copy is above the H200's 4.8 TB/s HBM peak: the margin never excuses skipped reads
+    assert 4.2 / FLOOR_MARGIN > 4.8
+
+
+def test_floor_work_is_the_mean_over_trials_with_each_trial_kept():
+    trials = [floors.Work(bytes=1_101_736_992, flops=10, matrix="fp8", detail={"experts": 28}),
+              floors.Work(bytes=396_921_888, flops=4, matrix="fp8", detail={"experts": 10}),
+              floors.Work(bytes=1_013_635_104, flops=7, matrix="fp8", detail={"experts": 26})]
+    w = floors.mean_work(trials)
+    assert w.bytes == round(sum(t.bytes for t in trials) / 3) and w.flops == 7 and w.matrix == "fp8"
+    assert w.detail["bytes_trials"] == [t.bytes for t in trials] and w.detail["flops_trials"] == [10, 4, 7]
+    assert floors.mean_work(trials[:1]) == trials[0]
+
+
+def test_rescore_withdraws_only_floor_rejections_the_current_rule_accepts(tmp_path):
+    from sdk.bench.rescore import rescore_file
+
+    def row(uuid, trials, floor, status="RUNTIME_ERROR", reason="timing: 0.2609 ms is under the physical floor"):
+        return {"definition": INDEXER, "solution": "s", "workload": uuid, "status": status, "reason": reason,
+                "latency_ms": None, "latency_trials_ms": trials, "floor_ms": floor, "implausible": True,
+                "strict_passed": False, "strict_reason": "", "reference_latency_ms": 2.0, "peers": {}}
+    rows = [row("a" * 8, [0.262, 0.2608, 0.2597], 0.2611),      # the H200 row: at the copy rate -> withdrawn
+            row("b" * 8, [0.1, 0.1, 0.1], 0.2611),             # 2.6x faster than the floor -> stays rejected
+            row("c" * 8, [0.3], 0.2, reason="worker crashed"),  # another failure -> untouched
+            row("d" * 8, [0.3], 0.2, status="PASSED", reason="")]
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps({"schema": SCHEMA, "environment": {}, "rows": rows, "summary": {}}))
+    assert rescore_file(path, write_back=False) == ["a" * 8]
+    assert json.loads(path.read_text())["rows"][0]["status"] == "RUNTIME_ERROR"  # a dry run writes nothing
+    assert rescore_file(path) == ["a" * 8]
+    saved = json.loads(path.read_text())
+    first = saved["rows"][0]
+    assert first["status"] == "PASSED" and first["latency_ms"] == pytest.approx(0.26083, abs=1e-5)
+    assert first["strict_passed"] is True and "physical floor" in first["rescored_from"]
+    assert [r["status"] for r in saved["rows"][1:]] == ["RUNTIME_ERROR", "RUNTIME_ERROR", "PASSED"]
+    assert saved["environment"]["rescored"][0]["workloads"] == ["a" * 8]
+    assert saved["summary"][INDEXER]

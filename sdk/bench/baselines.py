@@ -36,12 +36,12 @@ def time_baselines(definition: Definition, workload: Workload, *, seed: int, con
         chosen = [p for p in peer_mod.peers_for(definition.name) if p.name in peer_names]
     state = {p.name: {"status": "PASSED", "reason": "", "cuda_graph": p.uses_cuda_graph} for p in chosen}
     samples: dict[str, list[float]] = {}
-    work = None
+    works: list[floors.Work] = []  # per trial, like the probe's bytes: the row's floor is their mean
     probe_error = None
     probe_trials: list[dict] = []  # per trial: each draws its own call, so its routing (MoE) and its bytes differ
     for trial in range(config.trials):
         args = pool.private(pool.next_call())
-        work = work or floors.work(definition.name, args).as_dict()
+        works.append(floors.work(definition.name, args))
         calls = {f"reference:{source}": (lambda a=args, f=f: f(**a), config.reference_iters)
                  for source, f in timed_refs.items()}
         if dev.type == "cuda":  # the measured bound: one launch that reads only the bytes the workload must read
@@ -85,6 +85,7 @@ def time_baselines(definition: Definition, workload: Workload, *, seed: int, con
                 state[key[5:]]["timing_method"] = timing.method
         del args, ref_out, calls
     mean = statistics.fmean
+    work = floors.mean_work(works).as_dict() if works else None
     source = "official" if "official" in timed_refs else "fib-sdk"  # with a dataset, the gate grades against it
     ref = samples.get(f"reference:{source}")
     others = {k.split(":", 1)[1]: mean(v) for k, v in samples.items() if k.startswith("reference:")}

@@ -153,6 +153,18 @@ def work(definition_name: str, inputs: dict) -> Work:
     return fn(inputs)
 
 
+def mean_work(works: list[Work]) -> Work:
+    """The work of several trials as one: mean bytes and FLOPs (what a mean latency over those trials must move),
+    each trial's own in `detail`. Trials differ where a call's inputs decide its work (the MoE's routing)."""
+    first = works[0]
+    if len(works) == 1:
+        return first
+    return Work(bytes=round(sum(w.bytes for w in works) / len(works)),
+                flops=round(sum(w.flops for w in works) / len(works)), matrix=first.matrix,
+                detail={**first.detail, "bytes_trials": [w.bytes for w in works],
+                        "flops_trials": [w.flops for w in works]})
+
+
 def floor_terms(w: Work, ceilings: Ceilings) -> dict:
     """Memory and compute times in ms; a rate that was not measured leaves its term None."""
     rate = ceilings.fp8_flops_per_s if w.matrix == "fp8" else ceilings.bf16_flops_per_s

@@ -98,6 +98,14 @@ def results_path(env: dict, tag: str | None, out_dir: Path) -> Path:
     return out_dir / f"{slug}-{day}{'-' + tag if tag else ''}.json"
 
 
+FLOOR_MARGIN = 0.85
+
+
+def implausibly_fast(latency_ms: float | None, floor_ms: float | None) -> bool:
+    """True when a latency is under FLOOR_MARGIN x the physical floor (see make_row)."""
+    return bool(floor_ms) and latency_ms is not None and latency_ms < FLOOR_MARGIN * floor_ms
+
+
 def make_row(package: SolutionPackage, result, baseline: dict, ceilings, gpu: bool) -> dict:
     raw = result.raw
     timed = stats.latency(raw.get("calls") or [], gpu) if result.passed else stats.latency([], gpu)
@@ -125,8 +133,11 @@ def make_row(package: SolutionPackage, result, baseline: dict, ceilings, gpu: bo
             from .probe import bound_ms
 
             row["bound_ms"] = bound_ms(row["probe_ms"], floors.Work(**row["work"]), ceilings)
-    # Faster than the physical floor (bytes / bandwidth, FLOPs / peak) means work was skipped, not optimised.
-    if row["floor_ms"] and row["latency_ms"] is not None and row["latency_ms"] < row["floor_ms"]:
+    # Well under the floor (bytes / bandwidth, FLOPs / peak) means work was skipped, not optimised. "Well": the
+    # bandwidth is a device copy's, and a read-mostly kernel streams faster than a copy (on the H200 a kernel read
+    # 1.1 GB in 0.262 ms, 4.2 TB/s, 1.003x the copy rate of that run); FLOOR_MARGIN x floor is a rate above the
+    # HBM's own peak (4.8 TB/s on the H200 vs a 4.2 TB/s copy), which no kernel reaches.
+    if implausibly_fast(row["latency_ms"], row["floor_ms"]):
         row.update(status="RUNTIME_ERROR", implausible=True, strict_passed=False,
                    reason=f"timing: {row['latency_ms']:.4g} ms is under the physical floor {row['floor_ms']:.4g} ms "
                    "(work skipped or not seen by the timer)", latency_ms=None)
