@@ -1,5 +1,7 @@
 """The bandwidth probe: its byte plans against brute-force counts, its piece list, and (GPU) the kernel itself."""
+import re
 import shutil
+import statistics
 import subprocess
 import textwrap
 from pathlib import Path
@@ -267,6 +269,27 @@ def test_path_is_ranges_up_to_the_threshold_and_pieces_beyond():
         probe.choose_path(3, "fast")
 
 
+def test_variant_is_the_asked_ranges_kernel_and_pieces_on_the_pieces_path():
+    assert probe.DEFAULT_VARIANT in probe.VARIANTS and probe.FALLBACK_VARIANT in probe.VARIANTS
+    for v in probe.VARIANTS:
+        assert probe.choose_variant("ranges", v) == v
+        assert probe.choose_variant("pieces", v) == "pieces"        # a gathered plan: the one pieces kernel
+    assert probe.choose_variant("ranges") == probe.DEFAULT_VARIANT
+    others = tuple(v for v in probe.VARIANTS if v != probe.DEFAULT_VARIANT)
+    assert probe.choose_variant("ranges", "auto", others) == probe.FALLBACK_VARIANT
+    with pytest.raises(BadInputError, match="cannot run here"):
+        probe.choose_variant("ranges", probe.DEFAULT_VARIANT, others)
+    with pytest.raises(BadInputError, match="variant must be"):
+        probe.choose_variant("ranges", "fastest")
+
+
+def test_variants_are_listed_in_the_kernel_files_order():
+    """probe.VARIANTS indexes the kernel file's table (prepare_plan checks it against the built extension too)."""
+    source = (ROOT / "sdk" / "bench" / "probe_stream.cu").read_text()
+    table = source[source.index("kVariants[] = {"):]
+    assert tuple(re.findall(r'\{"(\w+)", (?:FIB_PROBE_BULK \? )?stream_', table[:table.index("};")])) == probe.VARIANTS
+
+
 def fake_bases(x: dict) -> dict[str, int]:
     """Addresses as the caching allocator could give them: back to back, 512-byte aligned (so whole tensors touch)."""
     out, at = {}, 1 << 32
@@ -339,13 +362,14 @@ def test_results_rows_carry_the_probes_mean_bytes_over_its_trials():
     from sdk.bench.baselines import probe_summary
 
     trials = [{"read_bytes": 44_059_872, "write_bytes": 14336, "descriptor_bytes": 3104, "path": "ranges",
-               "ranges": 2, "pieces": 0},
-              {"read_bytes": 8928, "write_bytes": 14336, "descriptor_bytes": 3104, "path": "ranges", "ranges": 1,
-               "pieces": 0}]
+               "variant": "bulk", "ranges": 2, "pieces": 0},
+              {"read_bytes": 8928, "write_bytes": 14336, "descriptor_bytes": 3104, "path": "ranges",
+               "variant": "bulk", "ranges": 1, "pieces": 0}]
     got = probe_summary(trials)
     assert got["read_bytes"] == (44_059_872 + 8928) / 2 and got["read_bytes_trials"] == [44_059_872, 8928]
-    assert got["path"] == "ranges" and got["ranges_trials"] == [2, 1]
-    assert probe_summary([{**trials[0], "path": "pieces"}, trials[1]])["path"] == "pieces+ranges"
+    assert got["path"] == "ranges" and got["variant"] == "bulk" and got["ranges_trials"] == [2, 1]
+    mixed = probe_summary([{**trials[0], "path": "pieces", "variant": "pieces"}, trials[1]])
+    assert mixed["path"] == "pieces+ranges" and mixed["variant"] == "bulk+pieces"
 
 
 # ---- the kernel: compiles here, runs on the GPU --------------------------------------------------------------------
@@ -355,19 +379,34 @@ def test_probe_kernel_compiles_for_sm90a_with_16_byte_loads(tmp_path):
     if nvcc is None:
         pytest.skip("nvcc not found: cannot compile-check the probe kernel here")
     obj = tmp_path / "probe_stream.o"
-    proc = subprocess.run([nvcc, "-gencode=arch=compute_90a,code=sm_90a", "-O3", "-std=c++17", "-Xptxas", "-v", "-c",
-                           str(ROOT / "sdk" / "bench" / "probe_stream.cu"), "-o", str(obj)],
+    proc = subprocess.run([nvcc, "-gencode=arch=compute_90a,code=sm_90a", "-O3", "-std=c++17", "-Xptxas", "-v",
+                           f"-I{probe.COMMON}", "-c", str(ROOT / "sdk" / "bench" / "probe_stream.cu"), "-o", str(obj)],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "0 bytes spill stores" in proc.stderr
+    assert proc.stderr.count("0 bytes spill stores") == len(probe.VARIANTS) + 1, proc.stderr[-3000:]  # + pieces
     print("\n" + "\n".join(line for line in proc.stderr.splitlines() if "registers" in line))
     cuobjdump = shutil.which("cuobjdump")
     if cuobjdump:  # optional here (the SASS check needs nvdisasm too)
         sass = subprocess.run([cuobjdump, "-sass", str(obj)], capture_output=True, text=True, timeout=120).stdout
         kernels = {name: body for name, body in (part.split("\n", 1) for part in sass.split("Function : ")[1:])}
-        for kernel in ("stream_pieces", "stream_ranges"):  # each lane keeps 8 16-byte loads in flight
-            body = next(b for name, b in kernels.items() if kernel in name)
-            assert body.count("LDG.E.128") >= 8, f"{kernel}: the inner loop should issue 8 16-byte loads per lane"
+
+        def body(*marks: str) -> str:
+            return next(b for name, b in kernels.items() if all(m in name for m in marks))
+
+        def loads16(sass_body: str) -> list[str]:
+            return re.findall(r"LDG\.E[\w.]*\.128[\w.]*", sass_body)
+        # Each lane keeps 8 (wide: 16) 16-byte loads in flight; the lean kernels have two loops (a share inside one
+        # range, any share). Template arguments <Threads, Unroll, MinBlocks, Hint, Lean> as the names mangle them.
+        assert len(loads16(body("stream_pieces"))) >= 8
+        ranges_kernels = {"ranges": ("ILi256ELi8ELi4ELb0ELb0E", 8), "lean": ("ILi256ELi8ELi4ELb0ELb1E", 16),
+                          "wide": ("ILi512ELi16ELi1ELb0ELb1E", 32), "hint": ("ILi256ELi8ELi4ELb1ELb1E", 16)}
+        for variant, (args, n) in ranges_kernels.items():
+            got = loads16(body("stream_ranges" + args))
+            assert len(got) >= n, f"{variant}: {len(got)} 16-byte loads"
+            # hint: no L1 allocation, 256-byte L2 fetches
+            assert all(".NA." in op and "LTC256B" in op for op in got) == (variant == "hint"), (variant, got[:2])
+        bulk = body("stream_bulk")
+        assert "UBLKCP" in bulk and "SYNCS.PHASECHK" in bulk and not loads16(bulk), "bulk: TMA copies, mbarrier waits"
 
 
 def word_sum(p: probe.Plan, x: dict) -> int:
@@ -400,8 +439,7 @@ def small_moe():
     return inputs.make_inputs(definitions.load(MOE), small(MOE, "small-moe", seq_len=4), seed=6, device="cuda")
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("name,make,path", [
+PLAN_CASES = [
     (INDEXER, lambda: indexer_case(seed=3, batch_size=3, max_num_pages=40, num_pages=200), "ranges"),  # 39 ranges
     (INDEXER, lambda: indexer_case(seed=3, batch_size=3, max_num_pages=40, num_pages=200), "pieces"),
     (INDEXER, lambda: indexer_case(seed=1, batch_size=8, max_num_pages=40, num_pages=400), "auto"),    # 108: pieces
@@ -409,23 +447,31 @@ def small_moe():
                                            seed=5), "auto"),
     (MOE, small_moe, "ranges"),
     (MOE, small_moe, "pieces"),
-])
-def test_probe_reads_every_planned_byte_and_writes_the_outputs(name, make, path):
+]
+
+
+# Every ranges-path variant on the plans that take that path; on the others a variant falls back to the pieces kernel.
+@pytest.mark.gpu
+@pytest.mark.parametrize("name,make,path,variant", [(*case, v) for case in PLAN_CASES
+                                                    for v in (probe.VARIANTS if case[2] == "ranges" else ("bulk",))])
+def test_probe_reads_every_planned_byte_and_writes_the_outputs(name, make, path, variant):
     x = {k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in make().items()}
-    ready = probe.prepare(name, x, path)
+    ready = probe.prepare(name, x, path, variant)
     assert ready.path == path if path != "auto" else ready.path in ("ranges", "pieces")
+    assert ready.variant == (variant if ready.path == "ranges" else "pieces")
     check_launch(ready, x)
-    result = probe.run_probe(name, x, warmup=3, iters=10, path=path)
-    print(f"\n{name} [{result['path']}]: {result['probe_ms'] * 1e3:.2f} us for {result['read_bytes']:,} B read, "
-          f"{result['write_bytes']:,} B written, {result['ranges']} ranges, {result['pieces']} pieces, "
-          f"{result['blocks']} CTAs")
+    result = probe.run_probe(name, x, warmup=3, iters=10, path=path, variant=variant)
+    print(f"\n{name} [{result['path']}/{result['variant']}]: {result['probe_ms'] * 1e3:.2f} us for "
+          f"{result['read_bytes']:,} B read, {result['write_bytes']:,} B written, {result['ranges']} ranges, "
+          f"{result['pieces']} pieces, {result['blocks']} CTAs")
     assert result["probe_ms"] > 0 and result["timing_method"].startswith("cupti")
-    assert result["path"] == ready.path and result["read_bytes"] == ready.plan.read_bytes
+    assert result["path"] == ready.path and result["variant"] == ready.variant
+    assert result["read_bytes"] == ready.plan.read_bytes
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("path", ["ranges", "pieces"])
-def test_both_paths_read_touching_overlapping_and_unaligned_ranges_once_per_mention(path):
+@pytest.mark.parametrize("path,variant", [("pieces", "auto"), *(("ranges", v) for v in probe.VARIANTS)])
+def test_both_paths_read_touching_overlapping_and_unaligned_ranges_once_per_mention(path, variant):
     """Two tensors that touch (views of one buffer), ranges that touch across them, overlap, repeat, and start
     or end off 16 bytes; bodies long enough to spread over every CTA."""
     gen = torch.Generator().manual_seed(7)
@@ -437,8 +483,8 @@ def test_both_paths_read_touching_overlapping_and_unaligned_ranges_once_per_ment
     b = probe.Segments("b", torch.cat([torch.tensor([0, 12]), offsets]), torch.cat([torch.tensor([12, 999_992]),
                                                                                    lengths]))
     p = probe.Plan("mixed", (a, b), 1000)
-    ready = probe.prepare_plan(p, x, path)
-    assert ready.path == path and ready.ranges <= 44
+    ready = probe.prepare_plan(p, x, path, variant)
+    assert ready.path == path and ready.variant == (variant if path == "ranges" else "pieces") and ready.ranges <= 44
     check_launch(ready, x)
 
 
@@ -450,7 +496,7 @@ def test_probe_streams_at_copy_bandwidth():
     for size in (16 << 20, 64 << 20, 1 << 30):
         buffer = torch.randint(0, 255, (size,), dtype=torch.uint8, device="cuda")
         ready = probe.prepare_plan(contiguous_plan(buffer), {"buffer": buffer})
-        assert ready.path == "ranges"                                              # one range: the parameters
+        assert ready.path == "ranges" and ready.variant == probe.DEFAULT_VARIANT  # one range: the parameters
         check_launch(ready, {"buffer": buffer})
         probe_bw = size / (time_call(ready.launch, "cuda", warmup=3, iters=20).median_ms * 1e-3)
         table = probe.prepare_plan(contiguous_plan(buffer), {"buffer": buffer}, "pieces")  # shown, not asserted
@@ -458,8 +504,60 @@ def test_probe_streams_at_copy_bandwidth():
         half = buffer[: size // 2]
         other = torch.empty_like(half)
         copy_bw = size / (time_call(lambda: other.copy_(half), "cuda", warmup=3, iters=20).median_ms * 1e-3)
-        print(f"\n{size >> 20} MiB: probe {probe_bw / 1e12:.2f} TB/s (pieces path {table_bw / 1e12:.2f}), "
+        print(f"\n{size >> 20} MiB: probe [{ready.variant}] {probe_bw / 1e12:.2f} TB/s (pieces path {table_bw / 1e12:.2f}), "
               f"same-size copy {copy_bw / 1e12:.2f} TB/s, 1 GiB copy ceiling {ceiling / 1e12:.2f} TB/s")
         assert probe_bw >= 0.8 * copy_bw, "the probe must stream at >= 80% of a copy moving as many bytes"
         if size >= 64 << 20:
             assert probe_bw >= 0.8 * ceiling
+
+
+class CleanFlush:
+    """Stands in for the timer's flush buffer: zeroes it as the timer does, then reads it, so that the lines the
+    zeroing left dirty in L2 are written back before the timed call rather than during it (a diagnostic: is a
+    16 MiB read slow because of the flush's write-backs, which a copy of 8 MiB pays on half as many reads?)."""
+
+    def __init__(self, buffer: torch.Tensor):
+        self.buffer = buffer
+
+    def zero_(self):
+        self.buffer.zero_()
+        self.buffer.view(torch.int32).amax()
+
+
+@pytest.mark.gpu
+def test_probe_variants_against_copy():
+    """Every ranges-path variant reading one contiguous buffer of 16 MiB, 64 MiB and 1 GiB: its checksum (asserted),
+    its bandwidth next to a copy moving as many bytes (half read, half written) and a torch kernel that reads the
+    same bytes (a sum), timed as the bench times (CUPTI span, L2 flushed by zeroing before each call), then again
+    after a flush whose dirty lines are written back first. Printed, to choose DEFAULT_VARIANT from; the empty
+    launch (a plan of no bytes) is each variant's fixed cost."""
+    from sdk.bench import timing
+
+    flush = timing.l2_flush_buffer(torch.device("cuda"))
+    empty = torch.zeros(16, dtype=torch.uint8, device="cuda")
+    variants = probe.runnable_variants(probe.extension("cuda"))
+    assert set(variants) == set(probe.VARIANTS), "every variant runs on the GPU this test is for (sm_90 or later)"
+    nothing = probe.Plan("empty", (probe.Segments("buffer", torch.tensor([0]), torch.tensor([0])),), 0)
+    calls = {v: (probe.prepare_plan(nothing, {"buffer": empty}, "ranges", v).launch, 20) for v in variants}
+    spans = timing.time_many(calls, "cuda", warmup=3)
+    print("\nempty launch: " + ", ".join(f"{v} {spans[v].median_ms * 1e3:.2f} us" for v in variants))
+    for size in (16 << 20, 64 << 20, 1 << 30):
+        buffer = torch.randint(0, 255, (size,), dtype=torch.uint8, device="cuda")
+        half, words = buffer[: size // 2], buffer.view(torch.int32)
+        other = torch.empty_like(half)
+        calls = {"copy": (lambda: other.copy_(half), 20), "sum": (lambda: words.sum(), 20)}
+        for v in variants:
+            ready = probe.prepare_plan(contiguous_plan(buffer), {"buffer": buffer}, "ranges", v)
+            assert ready.variant == v
+            check_launch(ready, {"buffer": buffer})
+            calls[v] = (ready.launch, 20)
+        bench = timing.time_many(calls, "cuda", warmup=3)
+        clean = timing._time_cupti(calls, CleanFlush(flush))  # the timer's own session, with the other flush
+        rate = {key: (size / (bench[key].median_ms * 1e-3) / 1e12, size / (statistics.median(clean[key]) * 1e-3) / 1e12)
+                for key in calls}
+        names = {"copy": f"copy {size >> 21} MiB -> {size >> 21} MiB", "sum": "torch sum (reads the same bytes)"}
+        print(f"{size >> 20} MiB, TB/s (bench flush | clean flush):")
+        for key in (*variants, "copy", "sum"):
+            mark = " (default)" if key == probe.DEFAULT_VARIANT else ""
+            print(f"  {names.get(key, key) + mark:34s} {rate[key][0]:5.2f} | {rate[key][1]:5.2f}   "
+                  f"{rate[key][0] / rate['copy'][0]:5.0%} of the copy")

@@ -105,8 +105,11 @@ def time_baselines(definition: Definition, workload: Workload, *, seed: int, con
 
 def probe_summary(trials: list[dict]) -> dict:
     """The probe's bytes over the trials it was timed in, as probe_ms is their mean: the mean bytes (so that
-    gb_per_s = mean bytes / mean ms = all bytes / all time), each trial's own, and the path(s) that ran."""
+    gb_per_s = mean bytes / mean ms = all bytes / all time), each trial's own, and the path(s) and kernel(s) that
+    ran."""
     out = {key: statistics.fmean(t[key] for t in trials) for key in ("read_bytes", "write_bytes", "descriptor_bytes")}
     paths = sorted({t["path"] for t in trials})
+    variants = sorted({t["variant"] for t in trials})  # the kernel(s): one of probe.VARIANTS, or "pieces"
     return {**out, "read_bytes_trials": [t["read_bytes"] for t in trials], "path": "+".join(paths),
+            "variant": "+".join(variants),
             "ranges_trials": [t["ranges"] for t in trials], "pieces_trials": [t["pieces"] for t in trials]}

@@ -11,6 +11,8 @@ launch by its CUPTI span: `probe_ms`. `bound_ms` is max(probe_ms, FLOPs / measur
 Two kernel paths read the same bytes. When the plan's ranges, once those that touch are joined, are at most
 MAX_RANGES ("ranges"), they ride in the launch's parameters and the first data load waits on nothing; otherwise
 (gathered rows: "pieces") the kernel reads a device table of pieces first. `run_probe` says which path ran.
+The ranges path has several kernels (VARIANTS, probe_stream.cu says how each reads), chosen by `variant=`;
+"auto" is DEFAULT_VARIANT. The pieces path has one kernel: there a variant falls back to it (variant "pieces").
 
 probe_ms is a bound a real kernel cannot beat by streaming alone; its only extra traffic is the description of the
 bytes (the piece list, 8 bytes per piece of up to 2 KB, or the range parameters; `descriptor_bytes`) and one
@@ -37,8 +39,15 @@ MAX_RANGES = 96             # ranges in the kernel's parameters (kMaxRanges): 8 
                             # enough for any MoE plan (at most 16 runs of experts in each of 4 weight tensors + 4)
 RANGE_HEADER = 4            # words before the per-range arrays: ranges, loose pieces, chunks, reserved
 PATHS = ("auto", "ranges", "pieces")
+VARIANTS = ("ranges", "lean", "wide", "hint", "bulk")  # the ranges-path kernels, in probe_stream.cu's order
+DEFAULT_VARIANT = "bulk"    # a guess until the H200 numbers (tests/test_probe.py::test_probe_variants_against_copy)
+FALLBACK_VARIANT = "lean"   # where "auto" cannot run DEFAULT_VARIANT (no sm_90, or no templates/common)
 HERE = Path(__file__).parent
 KERNEL_SOURCES = ("probe_stream.cu", "probe_binding.cpp")
+# The bulk variant includes the shared Hopper helpers from a source checkout's templates/common; where that folder
+# is absent (an installed package) the kernel file builds without it and the bulk variant is not available.
+COMMON = HERE.parent.parent / "templates" / "common"
+COMMON_HEADER = "sm90_ptx.cuh"
 
 
 @dataclass(frozen=True)
@@ -246,6 +255,22 @@ def pack_ranges(starts: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     return words
 
 
+def choose_variant(path: str, variant: str = "auto", runnable: tuple[str, ...] = VARIANTS) -> str:
+    """The kernel that runs on `path` ("ranges" or "pieces"): "pieces" on the pieces path whatever the variant (the
+    variants are ranges-path kernels), else the asked variant, "auto" being DEFAULT_VARIANT (FALLBACK_VARIANT where
+    that one cannot run); `runnable`: the variants this build and device can run."""
+    if variant != "auto" and variant not in VARIANTS:
+        raise BadInputError(f"probe: variant must be auto or one of {', '.join(VARIANTS)}, got {variant!r}")
+    if path == "pieces":
+        return "pieces"
+    if variant == "auto":
+        variant = DEFAULT_VARIANT if DEFAULT_VARIANT in runnable else FALLBACK_VARIANT
+    if variant not in runnable:
+        raise BadInputError(f"probe: variant {variant!r} cannot run here (it needs sm_90 and {COMMON_HEADER} from "
+                            f"templates/common); runnable: {', '.join(runnable)}")
+    return variant
+
+
 def choose_path(n_ranges: int, path: str = "auto") -> str:
     """"ranges" when the merged ranges fit the kernel's parameters, else "pieces"; a forced path is checked."""
     if path not in PATHS:
@@ -271,10 +296,11 @@ _EXTENSIONS: dict[str, Any] = {}
 def extension(device: torch.device | str = "cuda"):
     """The JIT-built probe kernel (torch extension), cached by source and flags under $FIB_SDK_CACHE."""
     device = torch.device(device)
-    flags = ["-O3", "-std=c++17", "-lineinfo", *_arch_flags(device)]
+    header = COMMON / COMMON_HEADER
+    flags = ["-O3", "-std=c++17", "-lineinfo", *_arch_flags(device), *([f"-I{COMMON}"] if header.is_file() else [])]
     digest = hashlib.sha256(" ".join(flags).encode())
-    for name in KERNEL_SOURCES:
-        digest.update((HERE / name).read_bytes())
+    for path in [HERE / name for name in KERNEL_SOURCES] + ([header] if header.is_file() else []):
+        digest.update(path.read_bytes())
     tag = f"fib_sdk_probe_{digest.hexdigest()[:16]}"
     if tag not in _EXTENSIONS:
         from torch.utils.cpp_extension import load
@@ -294,6 +320,7 @@ class Probe:
     launch: Callable[[], None]
     device: torch.device
     path: str                                # "ranges" (in the parameters) or "pieces" (a device table)
+    variant: str                             # the kernel that ran: one of VARIANTS, or "pieces"
     ranges: int                              # the plan's ranges once touching ones are joined
     pieces: int                              # entries of the piece table (0 on the ranges path)
     blocks: int
@@ -305,16 +332,21 @@ class Probe:
     def info(self) -> dict:
         """What the launch moves and how, for results rows."""
         return {"read_bytes": self.plan.read_bytes, "write_bytes": self.plan.write_bytes, "path": self.path,
-                "ranges": self.ranges, "pieces": self.pieces, "blocks": self.blocks,
+                "variant": self.variant, "ranges": self.ranges, "pieces": self.pieces, "blocks": self.blocks,
                 "descriptor_bytes": self.descriptor_bytes, "sink_bytes": self.sink_bytes}
 
 
-def prepare(definition_name: str, inputs: dict, path: str = "auto") -> Probe:
+def prepare(definition_name: str, inputs: dict, path: str = "auto", variant: str = "auto") -> Probe:
     """Plan, range parameters or piece list, output and checksum buffers, all built outside any timed region."""
-    return prepare_plan(plan(definition_name, inputs), inputs, path)
+    return prepare_plan(plan(definition_name, inputs), inputs, path, variant)
 
 
-def prepare_plan(p: Plan, inputs: dict, path: str = "auto") -> Probe:
+def runnable_variants(ext) -> tuple[str, ...]:
+    """The ranges-path variants this build can run on the current device (the extension says 0 threads if not)."""
+    return tuple(name for i, name in enumerate(VARIANTS) if ext.variant_threads(i) > 0)
+
+
+def prepare_plan(p: Plan, inputs: dict, path: str = "auto", variant: str = "auto") -> Probe:
     devices = {inputs[s.tensor].device for s in p.reads}
     if len(devices) != 1 or (device := devices.pop()).type != "cuda":
         raise BadInputError(f"probe: needs the inputs on one CUDA device, got {sorted(map(str, devices))}")
@@ -324,34 +356,42 @@ def prepare_plan(p: Plan, inputs: dict, path: str = "auto") -> Probe:
     with torch.cuda.device(device):
         ext = extension(device)
         if ext.piece_bytes() != PIECE_BYTES or ext.max_ranges() != MAX_RANGES or \
-                ext.ranges_bytes() != 8 * (RANGE_HEADER + 4 * MAX_RANGES):
-            raise RuntimeError("probe_stream.cu and probe.py disagree on the piece size or the range parameters")
+                ext.ranges_bytes() != 8 * (RANGE_HEADER + 4 * MAX_RANGES) or \
+                tuple(ext.variant_name(i) for i in range(ext.variants())) != VARIANTS:
+            raise RuntimeError("probe_stream.cu and probe.py disagree on the piece size, the range parameters or the "
+                               "variants")
+        kernel = choose_variant(path, variant, runnable_variants(ext))
         dst = torch.empty((p.write_bytes + 15) // 16 * 16, dtype=torch.uint8, device=device)
         if path == "ranges":
             params = pack_ranges(starts, lengths)                 # stays on the CPU: copied into every launch
-            blocks = int(ext.range_blocks(int(params[2]), int(params[1]), dst.numel()))
+            index = VARIANTS.index(kernel)
+            blocks = int(ext.range_blocks(index, int(params[2]), int(params[1]), dst.numel()))
+            threads = int(ext.variant_threads(index))
             n_pieces, descriptor = 0, params.numel() * 8
         else:
             pieces = pieces_for(p, inputs).to(device)
             blocks = int(ext.blocks(pieces.numel(), dst.numel()))
+            threads = int(ext.threads_per_block())
             n_pieces, descriptor = pieces.numel(), pieces.numel() * 8
-        sink = torch.zeros(blocks * ext.threads_per_block() // 32, dtype=torch.int32, device=device)
+        sink = torch.zeros(blocks * threads // 32, dtype=torch.int32, device=device)
 
     def launch():
         if path == "ranges":
-            ext.stream_ranges(params, dst, sink, blocks)
+            ext.stream_ranges(index, params, dst, sink, blocks)
         else:
             ext.stream(pieces, dst, sink, blocks)
 
-    return Probe(p, launch, device, path, starts.numel(), n_pieces, blocks, descriptor, sink.numel() * 4, dst, sink)
+    return Probe(p, launch, device, path, kernel, starts.numel(), n_pieces, blocks, descriptor, sink.numel() * 4, dst,
+                 sink)
 
 
 def run_probe(definition_name: str, inputs: dict, *, warmup: int = 10, iters: int = 50,
-              method: str = "cupti", path: str = "auto") -> dict:
-    """probe_ms (median CUPTI span of one launch, L2 flushed before each), what it moved and which path ran."""
+              method: str = "cupti", path: str = "auto", variant: str = "auto") -> dict:
+    """probe_ms (median CUPTI span of one launch, L2 flushed before each), what it moved and which path and
+    kernel ran."""
     from .timing import time_call
 
-    probe = prepare(definition_name, inputs, path)
+    probe = prepare(definition_name, inputs, path, variant)
     timing = time_call(probe.launch, probe.device, warmup=warmup, iters=iters, method=method)
     moved = probe.plan.read_bytes + probe.plan.write_bytes
     return {"probe_ms": timing.median_ms, "timing_method": timing.method, **probe.info(),

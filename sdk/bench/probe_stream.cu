@@ -1,36 +1,62 @@
 // The probe kernels of sdk/bench/probe.py: read every byte the plan names exactly once (a byte named twice is
 // read twice) and write the output bytes, doing no work besides a checksum that keeps the loads from being
-// optimised away. Both kernels write the same output marks and the same per-warp checksum words.
+// optimised away. All kernels write the same output marks and the same per-warp checksum words.
 //
 // Two ways to name the bytes:
-//  * stream_ranges, for plans of at most kMaxRanges ranges (after merging touching ones): the ranges ride in the
+//  * the ranges path, for plans of at most kMaxRanges ranges (after merging touching ones): the ranges ride in the
 //    kernel's parameters (__grid_constant__, the constant bank), so the first data load depends on no global
 //    load. The 16-byte chunks of all range bodies form one index space, split evenly over the CTAs; a chunk's
-//    range is found by walking the parameter prefix sums, and each lane has kUnroll 16-byte loads in flight.
-//    Range heads and tails (< 16 bytes) are "loose" pieces in the parameters, read as 4-byte words.
+//    range is found by walking the parameter prefix sums. Range heads and tails (< 16 bytes) are "loose" pieces
+//    in the parameters, read as 4-byte words. Several kernels ("variants", probe.VARIANTS) read the same chunks,
+//    so that one GPU run can compare them (each one change against the one before it, bulk apart):
+//      ranges  256 threads, 5 CTAs per SM (48 registers), 8 16-byte loads per lane in flight, every load's range
+//              looked up (the first few-ranges kernel);
+//      lean    as ranges, but a CTA whose share lies inside one range (the usual case: ranges are long next to a
+//              share) reads it at origin + 16c with 32-bit offsets: no per-load range walk, so the loads leave sooner;
+//      wide    as lean with 512 threads, 1 CTA per SM, 16 loads per lane: about as many bytes in flight per SM
+//              (128 KB against 160) from a fifth of the CTAs (fewer CTA launches, fewer index computations);
+//      hint    as lean, with ld.global.nc.L1::no_allocate.L2::256B: no L1 allocation for data read once, and L2
+//              asked to fetch whole 256-byte blocks from HBM;
+//      bulk    1 CTA per SM, one thread issuing cp.async.bulk copies (TMA, up to 32 KB each) into a ring of 4
+//              shared-memory stages completed by mbarriers; all threads sum a landed stage while the others are
+//              in flight. No per-lane address work and no register-file limit on the bytes in flight.
 //  * stream_pieces, for gathered plans (many rows): a device table of pieces, one 64-bit word each: the address
 //    in bits 0..47, the length in 4-byte words in bits 48..63. The host splits ranges so that a piece of 16 bytes
 //    or more starts 16-byte aligned, is a multiple of 16 bytes and at most kPieceBytes long; shorter pieces
 //    (range heads and tails) are read as 4-byte words. One warp per piece; each warp takes kGroup pieces per step,
 //    so a lane has kGroup * kChunksPerLane 16-byte loads in flight, and it fetches the next step's piece words
 //    while those loads are outstanding.
-// Shape of both: a persistent grid (every SM, as many CTAs as fit). The output stores are issued first: they are
+// Shape of all: a persistent grid (every SM, as many CTAs as fit). The output stores are issued first: they are
 // posted, so the write stream overlaps the read stream.
 #include <cstdint>
 #include <cstring>
 #include <cuda_runtime.h>
 
+// The bulk variant uses the shared Hopper helpers of templates/common (on the include path in a source
+// checkout). Without them (an installed package carries only sdk/) it is left out; the other variants remain.
+#if __has_include("sm90_ptx.cuh")
+#define SM90_WAIT_LIMIT (1 << 22)  // a stage that never lands traps (a launch error) instead of hanging the GPU
+#include "sm90_ptx.cuh"
+#define FIB_PROBE_BULK 1
+#else
+#define FIB_PROBE_BULK 0
+#endif
+#if FIB_PROBE_BULK && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define FIB_PROBE_BULK_DEVICE 1  // device code for sm_90 and later: the bulk kernel's body
+#else
+#define FIB_PROBE_BULK_DEVICE 0
+#endif
+
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = 256;                            // stream_pieces
 constexpr int kPieceBytes = 2048;                        // must match PIECE_BYTES in probe.py
 constexpr int kChunksPerLane = kPieceBytes / (32 * 16);  // 4
 constexpr int kGroup = 2;
 constexpr int kMaxRanges = 96;                           // must match MAX_RANGES in probe.py
-constexpr int kUnroll = 8;                               // 16-byte loads per lane in flight (ranges kernel)
 constexpr unsigned long long kAddressMask = (1ull << 48) - 1;
 
-// The parameters of stream_ranges, laid out word for word as probe.pack_ranges writes them.
+// The parameters of the ranges kernels, laid out word for word as probe.pack_ranges writes them.
 struct Ranges {
   long long n;                            // ranges with a body (>= 16 bytes, 16-byte aligned)
   long long n_loose;                      // loose pieces: heads and tails, < 16 bytes each
@@ -43,10 +69,14 @@ struct Ranges {
 static_assert(sizeof(Ranges) == 8 * (4 + 4 * kMaxRanges), "no padding: the host packs plain 64-bit words");
 static_assert(sizeof(Ranges) <= 4096, "within the classic 4 KB of kernel parameters");
 
+__device__ __forceinline__ long long global_thread() {
+  return blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+}
+
 // Output chunk i gets the word i first (what the tests check); grid-strided, before any load is issued.
 __device__ __forceinline__ void write_marks(uint4* __restrict__ dst, long long dst_chunks) {
-  const long long threads = gridDim.x * static_cast<long long>(kThreads);
-  for (long long i = blockIdx.x * static_cast<long long>(kThreads) + threadIdx.x; i < dst_chunks; i += threads)
+  const long long threads = gridDim.x * static_cast<long long>(blockDim.x);
+  for (long long i = global_thread(); i < dst_chunks; i += threads)
     dst[i] = make_uint4(static_cast<unsigned>(i), 0u, 0u, 0u);
 }
 
@@ -54,22 +84,15 @@ __device__ __forceinline__ void write_marks(uint4* __restrict__ dst, long long d
 __device__ __forceinline__ void store_checksum(unsigned acc, unsigned* __restrict__ sink) {
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, offset);
-  if ((threadIdx.x & 31) == 0) sink[(blockIdx.x * static_cast<long long>(kThreads) + threadIdx.x) >> 5] = acc;
+  if ((threadIdx.x & 31) == 0) sink[global_thread() >> 5] = acc;
 }
 
-__device__ __forceinline__ unsigned long long piece_at(const unsigned long long* __restrict__ pieces, long long i,
-                                                       long long n) {
-  return i < n ? __ldg(pieces + i) : 0ull;  // 0 = an empty piece
-}
+__device__ __forceinline__ unsigned sum4(uint4 v) { return v.x + v.y + v.z + v.w; }
 
-__global__ void __launch_bounds__(kThreads, 4)
-stream_ranges(const __grid_constant__ Ranges ranges, uint4* __restrict__ dst, long long dst_chunks,
-              unsigned* __restrict__ sink) {
-  write_marks(dst, dst_chunks);
-
-  // Heads and tails first (one loose piece per thread of the grid, at most 3 words): their loads are in flight
-  // while the bodies stream, and their sum is only needed at the end.
-  const long long thread = blockIdx.x * static_cast<long long>(kThreads) + threadIdx.x;
+// Heads and tails of the ranges: one loose piece per thread of the grid, at most 3 words. Issued before the
+// bodies, so their loads are in flight while the bodies stream; their sum is only needed at the end.
+__device__ __forceinline__ unsigned loose_sum(const Ranges& ranges) {
+  const long long thread = global_thread();
   unsigned acc = 0;
   if (thread < ranges.n_loose) {
     const unsigned long long piece = ranges.loose[thread];
@@ -78,47 +101,174 @@ stream_ranges(const __grid_constant__ Ranges ranges, uint4* __restrict__ dst, lo
 #pragma unroll
     for (unsigned w = 0; w < 3; ++w) acc += w < n ? __ldg(words + w) : 0u;
   }
+  return acc;
+}
 
-  // This CTA's share of the chunk index space, and the range its first chunk lies in (a binary search over the
-  // prefix sums, uniform across the CTA: counts the ranges that end at or before lo).
-  const long long lo = ranges.chunks * blockIdx.x / gridDim.x;
-  const long long hi = ranges.chunks * (blockIdx.x + 1) / gridDim.x;
+// This CTA's share [lo, hi) of the chunk index space.
+struct Share {
+  long long lo, hi;
+};
+__device__ __forceinline__ Share share_of(const Ranges& ranges) {
+  return {ranges.chunks * blockIdx.x / gridDim.x, ranges.chunks * (blockIdx.x + 1) / gridDim.x};
+}
+
+// Chunk addresses for chunk indices that only grow: the current range moves forward (rarely: ranges are long
+// next to a CTA's step). Starts at the range of chunk `lo` by a binary search over the prefix sums (uniform
+// across the CTA: counts the ranges that end at or before lo).
+struct Cursor {
   int r = 0;
-  for (int step = 128; step > 0; step >>= 1)
-    if (r + step <= ranges.n && ranges.end[r + step - 1] <= lo) r += step;
-  long long range_end = lo < hi ? ranges.end[r] : 0;
-  unsigned long long origin = lo < hi ? ranges.origin[r] : 0ull;
+  long long end = 0;                // ranges.end[r]: the first chunk past the current range
+  unsigned long long origin = 0;
 
-  // A lane's chunks only grow, so its range only moves forward (rarely: ranges are long next to a tile).
-  for (long long first = lo + threadIdx.x; first < hi; first += kThreads * kUnroll) {
-    uint4 v[kUnroll];
+  __device__ __forceinline__ Cursor(const Ranges& ranges, long long lo) {
+    for (int step = 128; step > 0; step >>= 1)
+      if (r + step <= ranges.n && ranges.end[r + step - 1] <= lo) r += step;
+    if (r < ranges.n) {             // else lo is past every chunk and no address is asked for
+      end = ranges.end[r];
+      origin = ranges.origin[r];
+    }
+  }
+  // c < ranges.chunks = end[n - 1]: the walk stops at a valid range.
+  __device__ __forceinline__ unsigned long long address(const Ranges& ranges, long long c) {
+    while (c >= end) {
+      ++r;
+      end = ranges.end[r];
+      origin = ranges.origin[r];
+    }
+    return origin + 16ull * static_cast<unsigned long long>(c);
+  }
+};
+
+template <bool Hint>
+__device__ __forceinline__ uint4 load16(unsigned long long address) {
+  if constexpr (Hint) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(address));
+    return v;
+  } else {
+    return __ldg(reinterpret_cast<const uint4*>(address));
+  }
+}
+
+// Chunks [begin, end), chunk i at address(i): each lane keeps Unroll 16-byte loads in flight (Threads apart, so
+// a warp's loads coalesce); returns the lane's sum of their words.
+template <int Threads, int Unroll, bool Hint, typename Index, typename Address>
+__device__ __forceinline__ unsigned sum_chunks(Index begin, Index end, Address address) {
+  unsigned acc = 0;
+  for (Index first = begin + threadIdx.x; first < end; first += Threads * Unroll) {
+    uint4 v[Unroll];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const long long c = first + u * kThreads;
-      v[u] = make_uint4(0u, 0u, 0u, 0u);
-      if (c < hi) {
-        while (c >= range_end) {  // c < chunks = end[n - 1]: stops at a valid range
-          ++r;
-          range_end = ranges.end[r];
-          origin = ranges.origin[r];
-        }
-        v[u] = __ldg(reinterpret_cast<const uint4*>(origin + 16ull * static_cast<unsigned long long>(c)));
-      }
+    for (int u = 0; u < Unroll; ++u) {
+      const Index i = first + u * Threads;
+      v[u] = i < end ? load16<Hint>(address(i)) : make_uint4(0u, 0u, 0u, 0u);
     }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) acc += v[u].x + v[u].y + v[u].z + v[u].w;
+    for (int u = 0; u < Unroll; ++u) acc += sum4(v[u]);
+  }
+  return acc;
+}
+
+// Plain loads. Lean: a share inside one range (the usual case: ranges are long next to a share) is read at
+// origin + 16c with 32-bit offsets, without the per-load range walk (fewer instructions between the loads, so
+// a warp's loads leave sooner).
+template <int Threads, int Unroll, int MinBlocks, bool Hint, bool Lean>
+__global__ void __launch_bounds__(Threads, MinBlocks)
+stream_ranges(const __grid_constant__ Ranges ranges, uint4* __restrict__ dst, long long dst_chunks,
+              unsigned* __restrict__ sink) {
+  write_marks(dst, dst_chunks);
+  unsigned acc = loose_sum(ranges);
+  const Share share = share_of(ranges);
+  Cursor at(ranges, share.lo);
+  if (Lean && share.hi <= at.end && share.hi - share.lo <= 0xffffffffll) {  // (an empty share too: n = 0)
+    const unsigned long long base = at.origin + 16ull * static_cast<unsigned long long>(share.lo);
+    acc += sum_chunks<Threads, Unroll, Hint>(0u, static_cast<unsigned>(share.hi - share.lo),
+                                             [&](unsigned i) { return base + 16ull * i; });
+  } else {
+    acc += sum_chunks<Threads, Unroll, Hint>(share.lo, share.hi,
+                                             [&](long long c) { return at.address(ranges, c); });
   }
   store_checksum(acc, sink);
+}
+
+constexpr int kBulkThreads = 512;
+constexpr int kBulkStages = 4;
+constexpr int kBulkStageChunks = (32 << 10) / 16;       // 32 KB a stage: 128 KB in flight per SM
+constexpr int kBulkSmem = kBulkStages * kBulkStageChunks * 16;
+
+#if FIB_PROBE_BULK_DEVICE
+// Thread 0: chunks [first, last) of the share into one stage, one bulk copy per range they touch (bodies are
+// 16-byte aligned and whole chunks, as cp.async.bulk needs); the stage's barrier expects all of their bytes.
+__device__ __forceinline__ void issue_stage(const Ranges& ranges, Cursor& at, long long first, long long last,
+                                            uint32_t stage, uint32_t bar) {
+  sm90::mbar_arrive_expect_tx(bar, static_cast<uint32_t>(16 * (last - first)));
+  for (long long c = first; c < last;) {
+    const unsigned long long src = at.address(ranges, c);
+    const long long stop = last < at.end ? last : at.end;
+    sm90::bulk_load(stage + static_cast<uint32_t>(16 * (c - first)), reinterpret_cast<const void*>(src),
+                    static_cast<uint32_t>(16 * (stop - c)), bar);
+    c = stop;
+  }
+}
+#endif
+
+// The ranges through TMA bulk copies into a shared-memory ring (see the top of the file). Step k of the share
+// fills stage k % kBulkStages; a stage is refilled only after every thread summed it (the __syncthreads).
+__global__ void __launch_bounds__(kBulkThreads, 1)
+stream_bulk(const __grid_constant__ Ranges ranges, uint4* __restrict__ dst, long long dst_chunks,
+            unsigned* __restrict__ sink) {
+#if FIB_PROBE_BULK_DEVICE
+  extern __shared__ __align__(128) uint4 ring[];
+  __shared__ __align__(8) uint64_t full[kBulkStages];
+  const Share share = share_of(ranges);
+  const long long steps = (share.hi - share.lo + kBulkStageChunks - 1) / kBulkStageChunks;
+  const auto stage_at = [&](long long k) { return sm90::smem_u32(ring + (k % kBulkStages) * kBulkStageChunks); };
+  const auto bar_at = [&](long long k) { return sm90::smem_u32(full + k % kBulkStages); };
+  const auto chunks_at = [&](long long k) {  // step k's chunks: [lo + k * stage, that + chunks_at(k))
+    const long long left = share.hi - share.lo - k * kBulkStageChunks;
+    return left < kBulkStageChunks ? left : kBulkStageChunks;
+  };
+  Cursor at(ranges, share.lo);  // thread 0's, the only one that issues
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kBulkStages; ++s) sm90::mbar_init(sm90::smem_u32(full + s), 1);
+    sm90::mbar_fence_init();
+    for (long long k = 0; k < steps && k < kBulkStages; ++k) {
+      const long long first = share.lo + k * kBulkStageChunks;
+      issue_stage(ranges, at, first, first + chunks_at(k), stage_at(k), bar_at(k));
+    }
+  }
+  __syncthreads();  // the barriers are initialised before anyone waits on them
+
+  write_marks(dst, dst_chunks);
+  unsigned acc = loose_sum(ranges);
+  for (long long k = 0; k < steps; ++k) {
+    sm90::mbar_wait(bar_at(k), static_cast<uint32_t>((k / kBulkStages) & 1));
+    const uint4* data = ring + (k % kBulkStages) * kBulkStageChunks;
+    const int n = static_cast<int>(chunks_at(k));
+#pragma unroll 4
+    for (int i = threadIdx.x; i < n; i += kBulkThreads) acc += sum4(data[i]);
+    __syncthreads();  // every thread is done with the stage before thread 0 refills it
+    if (threadIdx.x == 0 && k + kBulkStages < steps) {
+      const long long first = share.lo + (k + kBulkStages) * kBulkStageChunks;
+      issue_stage(ranges, at, first, first + chunks_at(k + kBulkStages), stage_at(k), bar_at(k));
+    }
+  }
+  store_checksum(acc, sink);
+#endif
+}
+
+__device__ __forceinline__ unsigned long long piece_at(const unsigned long long* __restrict__ pieces, long long i,
+                                                       long long n) {
+  return i < n ? __ldg(pieces + i) : 0ull;  // 0 = an empty piece
 }
 
 __global__ void __launch_bounds__(kThreads, 4)
 stream_pieces(const unsigned long long* __restrict__ pieces, long long n_pieces, uint4* __restrict__ dst,
               long long dst_chunks, unsigned* __restrict__ sink) {
   const int lane = threadIdx.x & 31;
-  const long long thread = blockIdx.x * static_cast<long long>(kThreads) + threadIdx.x;
-  const long long threads = gridDim.x * static_cast<long long>(kThreads);
-  const long long warp = thread >> 5;
-  const long long warps = threads >> 5;
+  const long long warp = global_thread() >> 5;
+  const long long warps = (gridDim.x * static_cast<long long>(kThreads)) >> 5;
 
   write_marks(dst, dst_chunks);
 
@@ -150,21 +300,55 @@ stream_pieces(const unsigned long long* __restrict__ pieces, long long n_pieces,
 #pragma unroll
     for (int g = 0; g < kGroup; ++g) {
 #pragma unroll
-      for (int j = 0; j < kChunksPerLane; ++j) acc += v[g][j].x + v[g][j].y + v[g][j].z + v[g][j].w;
+      for (int j = 0; j < kChunksPerLane; ++j) acc += sum4(v[g][j]);
       acc += word[g];
     }
   }
   store_checksum(acc, sink);
 }
 
+// The ranges-path kernels, in probe.VARIANTS order. `per_thread`: body chunks one thread takes per step (what
+// sizes the grid for small plans); `smem`: dynamic shared memory; `major`: the compute capability it needs.
+using RangesKernel = void (*)(Ranges, uint4*, long long, unsigned*);
+struct Variant {
+  const char* name;
+  RangesKernel kernel;  // null: not built here
+  int threads, per_thread, smem, major;
+};
+const Variant kVariants[] = {
+    {"ranges", stream_ranges<256, 8, 4, false, false>, 256, 8, 0, 0},
+    {"lean", stream_ranges<256, 8, 4, false, true>, 256, 8, 0, 0},
+    {"wide", stream_ranges<512, 16, 1, false, true>, 512, 16, 0, 0},
+    {"hint", stream_ranges<256, 8, 4, true, true>, 256, 8, 0, 0},
+    {"bulk", FIB_PROBE_BULK ? stream_bulk : nullptr, kBulkThreads, kBulkStages * kBulkStageChunks / kBulkThreads,
+     kBulkSmem, 9},
+};
+constexpr int kNumVariants = static_cast<int>(sizeof(kVariants) / sizeof(kVariants[0]));
+
+// The variant, if it is built here and can run on the current device (bulk copies need sm_90).
+const Variant* runnable(int variant) {
+  if (variant < 0 || variant >= kNumVariants || kVariants[variant].kernel == nullptr) return nullptr;
+  const Variant* v = &kVariants[variant];
+  int device = 0, major = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  if (major < v->major) return nullptr;
+  // Dynamic shared memory over 48 KB must be allowed per device and function: here, before every occupancy
+  // query and launch (a host-side call, outside the kernel's span).
+  if (v->smem > 0 && cudaFuncSetAttribute(reinterpret_cast<const void*>(v->kernel),
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, v->smem) != cudaSuccess)
+    return nullptr;
+  return v;
+}
+
 // CTAs for a kernel that needs `threads` threads: every SM at full residency, fewer when the work is smaller
 // (never fewer than one per SM).
-long long grid_for(const void* kernel, long long threads) {
+long long grid_for(const void* kernel, int block, int smem, long long threads) {
   int device = 0, sms = 0, per_sm = 0;
   cudaGetDevice(&device);
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0);
-  long long blocks = (threads + kThreads - 1) / kThreads;
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, block, smem);
+  long long blocks = (threads + block - 1) / block;
   const long long full = static_cast<long long>(sms) * (per_sm > 0 ? per_sm : 1);
   if (blocks > full) blocks = full;
   if (blocks < sms) blocks = sms;
@@ -183,16 +367,31 @@ extern "C" int fib_probe_max_ranges() { return kMaxRanges; }
 
 extern "C" int fib_probe_ranges_bytes() { return static_cast<int>(sizeof(Ranges)); }
 
+extern "C" int fib_probe_variants() { return kNumVariants; }
+
+extern "C" const char* fib_probe_variant_name(int variant) {
+  return variant >= 0 && variant < kNumVariants ? kVariants[variant].name : "";
+}
+
+// Threads per CTA of a ranges variant; 0 when it cannot run here.
+extern "C" int fib_probe_variant_threads(int variant) {
+  const Variant* v = runnable(variant);
+  return v ? v->threads : 0;
+}
+
 // Pieces: one warp per kGroup pieces, or one lane per output chunk, whichever needs more.
 extern "C" int fib_probe_blocks(long long n_pieces, long long dst_chunks) {
   const long long warps = at_least((n_pieces + kGroup - 1) / kGroup, (dst_chunks + 31) / 32);
-  return static_cast<int>(grid_for(reinterpret_cast<const void*>(stream_pieces), warps * 32));
+  return static_cast<int>(grid_for(reinterpret_cast<const void*>(stream_pieces), kThreads, 0, warps * 32));
 }
 
-// Ranges: one lane per kUnroll body chunks, per loose piece or per output chunk, whichever needs more.
-extern "C" int fib_probe_range_blocks(long long chunks, long long n_loose, long long dst_chunks) {
-  const long long threads = at_least(at_least((chunks + kUnroll - 1) / kUnroll, n_loose), dst_chunks);
-  return static_cast<int>(grid_for(reinterpret_cast<const void*>(stream_ranges), threads));
+// Ranges: one lane per `per_thread` body chunks, per loose piece or per output chunk, whichever needs more;
+// 0 when the variant cannot run here.
+extern "C" int fib_probe_range_blocks(int variant, long long chunks, long long n_loose, long long dst_chunks) {
+  const Variant* v = runnable(variant);
+  if (v == nullptr) return 0;
+  const long long threads = at_least(at_least((chunks + v->per_thread - 1) / v->per_thread, n_loose), dst_chunks);
+  return static_cast<int>(grid_for(reinterpret_cast<const void*>(v->kernel), v->threads, v->smem, threads));
 }
 
 extern "C" cudaError_t fib_probe_launch(const unsigned long long* pieces, long long n_pieces, void* dst,
@@ -202,13 +401,18 @@ extern "C" cudaError_t fib_probe_launch(const unsigned long long* pieces, long l
 }
 
 // `params`: fib_probe_ranges_bytes() bytes from probe.pack_ranges (host memory, copied into the launch).
-extern "C" cudaError_t fib_probe_launch_ranges(const void* params, void* dst, long long dst_chunks, unsigned* sink,
-                                               int blocks, cudaStream_t stream) {
+extern "C" cudaError_t fib_probe_launch_ranges(int variant, const void* params, void* dst, long long dst_chunks,
+                                               unsigned* sink, int blocks, cudaStream_t stream) {
+  const Variant* v = runnable(variant);
+  if (v == nullptr) return cudaErrorNotSupported;
   Ranges ranges;
   std::memcpy(&ranges, params, sizeof(Ranges));
   if (ranges.n < 0 || ranges.n > kMaxRanges || ranges.n_loose < 0 || ranges.n_loose > 2 * kMaxRanges ||
-      (ranges.chunks > 0 && (ranges.n == 0 || ranges.end[ranges.n - 1] != ranges.chunks)))
+      (ranges.chunks > 0 && (ranges.n == 0 || ranges.end[ranges.n - 1] != ranges.chunks)) ||
+      static_cast<long long>(blocks) * v->threads < ranges.n_loose)  // one thread per loose piece
     return cudaErrorInvalidValue;
-  stream_ranges<<<blocks, kThreads, 0, stream>>>(ranges, static_cast<uint4*>(dst), dst_chunks, sink);
-  return cudaGetLastError();
+  uint4* out = static_cast<uint4*>(dst);
+  void* args[] = {&ranges, &out, &dst_chunks, &sink};
+  return cudaLaunchKernel(reinterpret_cast<const void*>(v->kernel), dim3(blocks), dim3(v->threads), args,
+                          static_cast<size_t>(v->smem), stream);
 }
