@@ -20,10 +20,7 @@ def arch_flags():
 
 def load_extension(name, sources, extra_cuda_cflags=()):
     """Compile `sources` (files beside this one) into a torch extension; reuse an identical earlier build."""
-    # Hidden symbols: two extensions in one process (two solutions, or a solution beside a test build of the same
-    # templates) would otherwise bind each other's identically named template instances and kernel stubs.
-    flags = ["-O3", "-std=c++17", "-lineinfo", "-Xcompiler", "-fvisibility=hidden", *arch_flags(),
-             *extra_cuda_cflags]
+    flags = ["-O3", "-std=c++17", "-lineinfo", *arch_flags(), *extra_cuda_cflags]
     digest = hashlib.sha256()
     for path in sorted(HERE.iterdir()):
         if path.suffix in (".cu", ".cuh", ".cpp", ".h"):
@@ -35,4 +32,4 @@ def load_extension(name, sources, extra_cuda_cflags=()):
     from torch.utils.cpp_extension import load
 
     return load(name=tag, sources=[str(HERE / s) for s in sources], extra_cuda_cflags=flags,
-                extra_cflags=["-O3", "-std=c++17", "-fvisibility=hidden"], build_directory=str(cache), verbose=False)
+                extra_cflags=["-O3", "-std=c++17"], build_directory=str(cache), verbose=False)

@@ -16,7 +16,10 @@ def _extension():
     if _EXTENSION is None:
         from .jit_build import load_extension
 
-        _EXTENSION = load_extension("fused_moe_fp8_sm90", ["moe_launch.cu", "moe_binding.cpp"])
+        # Hidden symbols: the tensor-core path is header templates, and another extension in the same process that
+        # instantiates them (the kernels' GPU test) must not bind this one's instances.
+        _EXTENSION = load_extension("fused_moe_fp8_sm90", ["moe_launch.cu", "moe_binding.cpp"],
+                                    extra_cuda_cflags=["-Xcompiler", "-fvisibility=hidden"])
     return _EXTENSION
 
 
