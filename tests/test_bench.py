@@ -75,10 +75,12 @@ def test_tiny_bench_run_writes_a_complete_results_file(tmp_path):
                               progress=lambda line: None)
     saved = json.loads(path.read_text())
     assert saved["schema"] == SCHEMA and {"gpu", "torch", "commit", "seed", "timing_method"} <= set(saved["environment"])
+    assert len(saved["environment"]["sources_sha256"]) == 64
     assert [r["status"] for r in saved["rows"]] == ["PASSED", "PASSED"]
     assert saved["environment"]["seed"] == saved["rows"][0]["seed"] is not None  # drawn from the OS, recorded
     assert set(saved["environment"]["definitions"]) == {INDEXER, ATTENTION}
     for row in saved["rows"]:
+        assert row["device"] == "cpu"  # the device that gated it, its reference timed there too
         assert row["latency_ms"] > 0 and row["reference_latency_ms"] > 0 and row["work"]["bytes"] > 0
         assert row["strict_passed"] is True and row["checked_calls"] >= 2 and row["timed_calls"] == 6
         assert row["reference_source"] == "fib-sdk" and row["timer_fallback"] is False
@@ -130,3 +132,32 @@ def test_rescore_withdraws_only_floor_rejections_the_current_rule_accepts(tmp_pa
     assert [r["status"] for r in saved["rows"][1:]] == ["RUNTIME_ERROR", "RUNTIME_ERROR", "PASSED"]
     assert saved["environment"]["rescored"][0]["workloads"] == ["a" * 8]
     assert saved["summary"][INDEXER]
+
+
+def test_shares_run_one_thread_per_device_and_errors_reach_the_caller():
+    from sdk.bench.runner import _run_shares
+
+    seen = []
+    _run_shares(lambda share, dev: seen.append((dev, tuple(share))), [[1, 2], [], [3]], ["cuda:0", "cuda:1", "cuda:2"])
+    assert sorted(seen) == [("cuda:0", (1, 2)), ("cuda:2", (3,))]
+
+    def broken(share, dev):
+        if dev == "cuda:1":
+            raise RuntimeError("peer build failed on cuda:1")
+
+    with pytest.raises(RuntimeError, match="cuda:1"):
+        _run_shares(broken, [[1], [2]], ["cuda:0", "cuda:1"])
+
+
+def test_sources_digest_changes_with_any_kernel_source(tmp_path):
+    from sdk.bench.runner import sources_sha256
+
+    for top in ("sdk", "solutions", "templates"):
+        (tmp_path / top).mkdir()
+    (tmp_path / "templates" / "k.cuh").write_text("a")
+    (tmp_path / "solutions" / "README.md").write_text("notes are not code")
+    first = sources_sha256(tmp_path)
+    (tmp_path / "solutions" / "README.md").write_text("other notes")
+    assert sources_sha256(tmp_path) == first
+    (tmp_path / "templates" / "k.cuh").write_text("b")
+    assert sources_sha256(tmp_path) != first

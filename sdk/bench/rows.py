@@ -32,6 +32,7 @@ class ResultRow(BaseModel):
     checked_calls: int | None = None      # calls whose outputs were checked against the reference
     setup_ms: list[float] = []            # a solution's setup(), timed apart
     gate_s: float | None = None           # the judge's wall time for this workload (gate overhead included)
+    device: str | None = None             # the GPU that gated and timed it (its reference, peers and probe too)
     reference_latency_ms: float | None = None   # the reference the gate graded against (`reference_source`)
     reference_source: str | None = None        # "official" (a loaded FlashInfer-Bench definition) or "fib-sdk"
     reference_trials_ms: list[float] = []

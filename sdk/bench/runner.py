@@ -52,12 +52,30 @@ def _git(*args: str) -> str | None:
         return None
 
 
+SOURCE_DIRS = ("sdk", "solutions", "templates")
+SOURCE_SUFFIXES = {".py", ".cu", ".cuh", ".h", ".cpp", ".toml", ".j2", ".json"}
+
+
+def sources_sha256(root: Path = REPO_ROOT) -> str:
+    """One digest of the code that ran (sdk/, solutions/, templates/): the commit alone can mislead where a
+    machine's copy of the checkout carries an older .git (seen on the device machine)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for top in SOURCE_DIRS:
+        for path in sorted((root / top).rglob("*")):
+            if path.is_file() and path.suffix in SOURCE_SUFFIXES and "__pycache__" not in path.parts:
+                digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 def environment(device: str, seed: int | None, method: str) -> dict:
     import torch
 
     env = {"gpu": None, "driver": None, "cuda": torch.version.cuda, "torch": torch.__version__, "triton": None,
            "flashinfer_bench": None, "commit": os.environ.get("FIB_SDK_COMMIT") or _git("rev-parse", "HEAD"),
-           "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")), "seed": seed,
+           "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")), "sources_sha256": sources_sha256(),
+           "seed": seed,
            "timing_method": method, "python": None, "visible_gpus": 0}
     import platform
 
@@ -77,6 +95,9 @@ def environment(device: str, seed: int | None, method: str) -> dict:
     if device.startswith("cuda"):
         env["gpu"] = torch.cuda.get_device_name()
         env["visible_gpus"] = torch.cuda.device_count()
+        env["gpus"] = [{"device": f"cuda:{i}", "name": torch.cuda.get_device_properties(i).name,
+                        "uuid": str(getattr(torch.cuda.get_device_properties(i), "uuid", "") or "")}
+                       for i in range(env["visible_gpus"])]
         env["sm_count"] = torch.cuda.get_device_properties(0).multi_processor_count
         env["l2_bytes"] = torch.cuda.get_device_properties(0).L2_cache_size
         try:
@@ -85,6 +106,25 @@ def environment(device: str, seed: int | None, method: str) -> dict:
         except Exception:
             pass
     return env
+
+
+def _run_shares(work: Callable, shares: list[list], devices: list[str]) -> None:
+    """work(share, device) for every non-empty share, one thread per device; the first error is raised here."""
+    errors: list[BaseException] = []
+
+    def run(share, dev):
+        try:
+            work(share, dev)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(share, dev)) for share, dev in zip(shares, devices) if share]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
 
 
 def results_path(env: dict, tag: str | None, out_dir: Path) -> Path:
@@ -216,15 +256,27 @@ def run_bench(packages: list[SolutionPackage], config: BenchConfig = BenchConfig
             peer_names = [p.name for p in peer_mod.peers_for(definition)
                           if not config.peer_filter or any(f in p.name for f in config.peer_filter)]
         spec = definitions.load(definition)
+        # One share of the workloads per GPU, fixed for the definition: a workload's reference, peers and probe
+        # are timed on the GPU that gates and times its solutions.
+        shares = spread(chosen, len(devices), workload_cost)
+        where = {w.uuid: dev for share, dev in zip(shares, devices) for w in share}
+        index = {w.uuid: i for i, w in enumerate(chosen)}
         baselines: dict[str, dict] = {}
-        for i, workload in enumerate(chosen):
-            if i % config.baseline_every or not (config.reference or peer_names):
-                baselines[workload.uuid] = {}
-                continue
-            baselines[workload.uuid] = time_baselines(spec, workload, seed=seed, config=config, device=devices[0],
-                                                      peer_names=peer_names, tol=tol)
-            progress(f"[baselines {i + 1}/{len(chosen)}] {workload.uuid[:8]} reference "
-                     f"{baselines[workload.uuid].get('reference_latency_ms') or float('nan'):.4g} ms")
+        profiler = threading.Lock()  # the judge's CUPTI spans come from one torch.profiler per process
+
+        def time_share(share, dev):
+            for workload in share:
+                i = index[workload.uuid]
+                if i % config.baseline_every or not (config.reference or peer_names):
+                    baselines[workload.uuid] = {}
+                    continue
+                with profiler:
+                    baselines[workload.uuid] = time_baselines(spec, workload, seed=seed, config=config, device=dev,
+                                                              peer_names=peer_names, tol=tol)
+                progress(f"[baselines {dev} {i + 1}/{len(chosen)}] {workload.uuid[:8]} reference "
+                         f"{baselines[workload.uuid].get('reference_latency_ms') or float('nan'):.4g} ms")
+
+        _run_shares(time_share, shares, devices)
         for package in group:
             trace_path = trace_dir / f"{package.name}.jsonl" if trace_dir else None
             results = []
@@ -238,15 +290,11 @@ def run_bench(packages: list[SolutionPackage], config: BenchConfig = BenchConfig
                 with lock:
                     results.extend(done)
 
-            shares = spread(chosen, len(devices), workload_cost)
-            threads = [threading.Thread(target=drive, args=(share, dev)) for share, dev in zip(shares, devices) if share]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
+            _run_shares(drive, shares, devices)
             order = {w.uuid: i for i, w in enumerate(chosen)}
             results.sort(key=lambda r: order[r.workload.uuid])
-            rows.extend(make_row(package, r, baselines.get(r.workload.uuid, {}), ceilings, gpu) for r in results)
+            rows.extend({**make_row(package, r, baselines.get(r.workload.uuid, {}), ceilings, gpu),
+                         "device": where[r.workload.uuid]} for r in results)
             _save(env, rows, out_dir, tag, complete=False)  # a killed run keeps what it had
     return _save(env, rows, out_dir, tag, complete=True)
 
