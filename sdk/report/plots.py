@@ -1,4 +1,5 @@
-"""PNG plots per definition: speedup vs the reference and latency over the floor, per workload (log scales).
+"""PNG plots per definition: speedup vs the reference (ours and every peer timed in the files), and latency over the
+measured bound (over the analytic floor where a row has no bound), per workload (log scales).
 
 matplotlib is imported inside the function (Agg backend), so the rest of the SDK works without it.
 """
@@ -32,6 +33,11 @@ def _peer_speedup(peer: str):
 def _over_floor(row: dict) -> float | None:
     floor = scoring.floor_latency(row)
     return row["latency_ms"] / floor if scoring.passed(row) and floor else None
+
+
+def _over_bound(row: dict) -> float | None:
+    bound = row.get("bound_ms")
+    return row["latency_ms"] / bound if scoring.passed(row) and bound else None
 
 
 def _draw(ax, xs, series: dict[str, list[float]], ylabel: str, unity: bool) -> None:
@@ -74,14 +80,17 @@ def plot_definition(definition: str, solutions: dict[str, list[dict]], path: Pat
     speed, floors = {}, {}
     for name, rows in solutions.items():
         speed[name] = aligned(rows, _speedup)
-        floors[name] = aligned(rows, _over_floor)
-    first = next(iter(solutions.values()))
-    for peer in scoring.peer_names(first):
-        speed[f"peer: {peer}"] = aligned(first, _peer_speedup(peer))
+        if any(r.get("bound_ms") for r in rows):
+            floors[f"{name} / bound"] = aligned(rows, _over_bound)
+        else:
+            floors[f"{name} / floor"] = aligned(rows, _over_floor)
+    for rows in solutions.values():  # peers were timed beside whichever solution's run had them
+        for peer in scoring.peer_names(rows):
+            speed.setdefault(f"peer: {peer}", aligned(rows, _peer_speedup(peer)))
 
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(max(8.0, 0.18 * len(xs) + 3), 7.5), sharex=True)
     _draw(top, xs, speed, "speedup vs reference (x)", unity=True)
-    _draw(bottom, xs, floors, "latency / floor", unity=True)
+    _draw(bottom, xs, floors, "latency / measured bound (or floor)", unity=True)
     top.set_title(definition, fontsize=9)
     bottom.set_xlim(-0.5, len(xs) - 0.5)
     if len(xs) <= MAX_TICK_LABELS:
