@@ -131,10 +131,17 @@ def bench(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none")
 def repro(session: nox.Session) -> None:
-    """Bench all contest workloads of every solution (arguments go to bench), then render repro/REPORT.md."""
+    """Bench all contest workloads of every solution (arguments go to bench; `--definition moe` benches one
+    definition, into its own `...-repro-moe.json`), then render repro/REPORT.md from every repro results file of
+    the newest day: the per-definition runs of one device day make one report."""
     python = in_place_python(session)
     run_sdk(session, python, "bench", "--tag", "repro", *session.posargs)
-    run_sdk(session, python, "report", "--latest")
+    files = sorted((ROOT / "repro" / "results").glob("*-repro*.json"))
+    if not files:  # bench wrote elsewhere (--out): render that folder's files with `fib-sdk report FILE ...`
+        session.log("no repro results file in repro/results/: REPORT.md not rendered")
+        return
+    newest_day = max(f.name.split("-repro")[0] for f in files)
+    run_sdk(session, python, "report", *[str(f) for f in files if f.name.split("-repro")[0] == newest_day])
 
 
 @nox.session(venv_backend="none")

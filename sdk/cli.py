@@ -279,6 +279,9 @@ def _fmt(x, spec=".4g"):
 @main.command()
 @definitions_option
 @click.argument("solution_dirs", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--definition", "definition_filter", multiple=True,
+              help="Only the packages of definitions whose name contains this (repeatable), e.g. moe: one "
+                   "definition per device call when the whole bench does not fit in one.")
 @click.option("--workloads", "keys", multiple=True, help="uuid prefix (repeatable); default: all workloads.")
 @click.option("--stride", default=1, show_default=True, type=POSITIVE_INT, help="Every Nth workload (quick runs).")
 @click.option("--trials", default=3, show_default=True, type=POSITIVE_INT)
@@ -306,8 +309,9 @@ def _fmt(x, spec=".4g"):
 @click.option("--remote", type=click.Choice(["modal"]), default=None,
               help="Run on a Modal B200 (README, 'Remote bench on Modal').")
 @click.option("--json", "as_json", is_flag=True, help="Print the results JSON instead of tables.")
-def bench(solution_dirs, keys, stride, trials, seed, warmup, iters, checks, no_peers, peer_filter, no_reference,
-          baseline_every, reference_iters, timeout, compile_budget, out_dir, tag, trace_dir, remote, as_json):
+def bench(solution_dirs, definition_filter, keys, stride, trials, seed, warmup, iters, checks, no_peers, peer_filter,
+          no_reference, baseline_every, reference_iters, timeout, compile_budget, out_dir, tag, trace_dir, remote,
+          as_json):
     """Gate and time SOLUTION_DIRS (default: every package in solutions/) with the reference and peers."""
     from tabulate import tabulate
 
@@ -320,6 +324,11 @@ def bench(solution_dirs, keys, stride, trials, seed, warmup, iters, checks, no_p
                          baseline_every=baseline_every, reference_iters=reference_iters, timeout_s=timeout,
                          compile_budget_s=compile_budget)
     packages = _packages(solution_dirs)
+    if definition_filter:
+        packages = [p for p in packages if any(f in p.solution.definition for f in definition_filter)]
+        if not packages:
+            raise BadInputError(f"no package's definition contains {' or '.join(definition_filter)}")
+        tag = "-".join([*([tag] if tag else []), *definition_filter])  # one results file per definition's run
     out_dir = out_dir if out_dir is not None else under_root("repro/results")
     if remote == "modal":
         from .bench import remote as remote_mod

@@ -212,6 +212,26 @@ def test_bench_exits_non_zero_when_no_row_passed(package, monkeypatch, tmp_path,
         assert f"bench: 0/{len(statuses)} rows PASSED" in invoke("bench", package, "--out", tmp_path).stderr
 
 
+def test_bench_definition_filter_keeps_that_definitions_packages(monkeypatch, tmp_path):
+    from sdk.bench import runner
+
+    seen = {}
+
+    def fake_run_bench(packages, config, **kw):
+        seen["definitions"] = sorted({p.solution.definition for p in packages})
+        seen["tag"] = kw["tag"]
+        return _results(["PASSED"]), None
+    monkeypatch.setattr(runner, "run_bench", fake_run_bench)
+    result = invoke("bench", "--definition", "moe", "--out", tmp_path)
+    assert result.exit_code == 0, result.output
+    assert seen["definitions"] == ["moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048"]
+    assert seen["tag"] == "moe"  # its own results file
+    invoke("bench", "--definition", "moe", "--tag", "repro", "--out", tmp_path)
+    assert seen["tag"] == "repro-moe"
+    result = invoke("bench", "--definition", "no_such_op", "--out", tmp_path)
+    assert result.exit_code == 3 and "no package's definition contains no_such_op" in result.stderr
+
+
 # ---- --help: fast, torch-free, the same texts ---------------------------------------------------------------------
 
 def test_help_imports_neither_torch_nor_the_sdk_modules():
