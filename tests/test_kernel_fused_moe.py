@@ -164,3 +164,43 @@ def test_cuda_solution_matches_reference_on_gpu():
         print(f"T={seq}: rel L2 {stats['rel_l2']:.3e}, matched {stats['matched_ratio']:.4f}")
         assert stats["rel_l2"] < rule.max_rel_l2, f"T={seq}: relative L2 {stats['rel_l2']:.3e}"
         assert stats["matched_ratio"] >= rule.min_matched_ratio, f"T={seq}: matched {stats['matched_ratio']:.4f}"
+
+
+@pytest.mark.gpu
+def test_cuda_solution_on_extreme_routing_on_gpu():
+    """All-local (every token's 8 experts on this rank: 8 T rows, the workspace's worst case), none-local (zero rows:
+    the output must be exactly zero) and one hot expert (every token, one group of rows), on each tile plan."""
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("needs a Hopper GPU (sm_90a): the solution's CUDA path is built for it")
+    from sdk.gate.compare import contest_tolerance, error_stats
+    from sdk.gate.strict import RULES
+
+    definition = definitions.load(MOE)
+    rule, tol = RULES[MOE], contest_tolerance(MOE)
+    fn = solutions.build(solutions.load_package(SOLUTION).solution, definition)
+    for seq in (7, 80, 901):  # swap-AB with split-K; 64-row tiles (the fp32 reference bounds the sizes)
+        wl = next(w for w in workloads.load(MOE) if w.axes["seq_len"] == seq)
+        base = inputs.make_inputs(definition, wl, seed=1, device="cuda")
+        off = int(base["local_expert_offset"])
+        for regime in ("all-local", "none-local", "one-hot"):
+            args = dict(base)
+            logits = base["routing_logits"].clone()
+            if regime == "all-local":
+                logits[:, off:off + 32] += 10.0
+            elif regime == "none-local":
+                logits[:, off:off + 32] -= 10.0
+            else:
+                logits[:, off + 5] += 10.0
+            args["routing_logits"] = logits
+            ref = definitions.reference(MOE)(*args.values())
+            out = torch.full((seq, 7168), float("nan"), dtype=torch.bfloat16, device="cuda")
+            fn(*args.values(), out)
+            assert torch.isfinite(out.float()).all(), f"T={seq} {regime}: non-finite output"
+            if regime == "none-local":
+                assert not ref.float().abs().any() and not out.float().abs().any(), f"T={seq}: no local expert"
+                print(f"T={seq} {regime}: zeros")
+                continue
+            stats = error_stats(out, ref, tol)
+            print(f"T={seq} {regime}: rel L2 {stats['rel_l2']:.3e}, matched {stats['matched_ratio']:.4f}")
+            assert stats["rel_l2"] < rule.max_rel_l2 and stats["matched_ratio"] >= rule.min_matched_ratio, \
+                f"T={seq} {regime}: {stats}"
