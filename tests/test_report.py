@@ -68,16 +68,17 @@ def test_report_has_tables_numbers_and_plots(results_file, tmp_path):
     assert out == tmp_path / "out" / "REPORT.md"
     for expected in ("92.68x", "1101.02x", "181.35x", "1.71x", "does not run on Hopper", "matched ratio 0.81 < 0.9"):
         assert expected in text, expected
-    # workload, axes, status, ours, reference, x ref (35 / 0.0421), floor, latency/floor, A/A, peer, x best peer
-    assert cells(text, "11111111") == ["11111111", "seq_len=7", "PASSED", "0.0421", "35.000", "831.35", "0.0105",
-                                       "4.01", "1.2", "0.0612 (graph)", "1.45"]
+    # workload, axes, status, ours, reference, x ref (35 / 0.0421), x ref band (no trials here), floor,
+    # latency/floor, A/A, peer, x best peer
+    assert cells(text, "11111111") == ["11111111", "seq_len=7", "PASSED", "0.0421", "35.000", "831.35", "–",
+                                       "0.0105", "4.01", "1.2", "0.0612 (graph)", "1.45"]
     assert cells(text, "22222222")[2:4] == ["INCORRECT_NUMERICAL", "–"]
-    assert cells(text, "22222222")[9] == "RUNTIME_ERROR"
+    assert cells(text, "22222222")[10] == "RUNTIME_ERROR"
     # Paper beside ours: attention mean of ratios (200 + 200) / 2; the indexer has no rows here.
     assert cells(text, "DSA Sparse Attention")[1:5] == ["181.35x", "unknown (as reported)",
                                                         "arXiv 2608.14560, Table 1", "200.00"]
     assert cells(text, "DSA TopK Indexer")[4] == "not run"
-    assert cells(text, "55555555")[5:9] == ["200.00", "nan", "–", "nan"]
+    assert cells(text, "55555555")[5:10] == ["200.00", "–", "nan", "–", "nan"]
     # The failed MoE workload zeroes the contest score even though the passed one is fast.
     # gate passed (all rows), timed passed, contest score, win rate, mean x ref
     assert cells(text, MOE, "ours-v1")[1:7] == ["ours-v1", "1/2", "1/2", "0.00", "0.00", "831.35"]
@@ -140,3 +141,21 @@ def test_measured_bound_both_references_and_strict_are_columns(tmp_path):
     line = cells(text, "66666666")
     for value in ("0.006", "3.00", "3200 (ranges)", "1.500", "official", "FAIL"):
         assert value in line, (value, line)
+
+
+def test_speedup_band_own_reference_and_bound_summary():
+    from sdk.bench import scoring
+
+    row = {"solution": "s", "workload": "w", "status": "PASSED", "latency_ms": 0.2,
+           "latency_trials_ms": [0.19, 0.2, 0.21],
+           "reference_latency_ms": 20.0, "reference_trials_ms": [15.0, 20.0, 25.0],
+           "references_ms": {"official": 20.0, "fib-sdk": 10.0}, "bound_ms": 0.16}
+    low, high = scoring.speedup_band(row)
+    assert low == pytest.approx(15.0 / 0.21) and high == pytest.approx(25.0 / 0.19)
+    assert scoring.speedup_band({**row, "reference_trials_ms": []}) is None
+    assert scoring.speedup_band({**row, "status": "INCORRECT_NUMERICAL"}) is None
+    slow = {**row, "latency_ms": 0.4, "bound_ms": 0.2}
+    s = scoring.summarize_solution([row, slow])
+    assert s["mean_speedup_vs_own_reference"] == pytest.approx((10.0 / 0.2 + 10.0 / 0.4) / 2)
+    assert s["latency_over_bound"] == {"median": pytest.approx(1.625), "max": 2.0, "n": 2, "within_1_5": 1}
+    assert s["mean_speedup_band"][0] == pytest.approx((15.0 / 0.21 + 15.0 / 0.21) / 2)

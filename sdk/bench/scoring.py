@@ -95,6 +95,37 @@ def speedup_vs_reference(rows: list[dict]) -> dict:
     return {"mean": mean(ratios), "geomean": geomean(ratios), "ratio_of_means": ratio_of_means, "n": len(ratios)}
 
 
+def own_reference_speedup(rows: list[dict]) -> dict:
+    """Against the SDK's own (vectorised) reference, where a run timed it beside the official one."""
+    ratios = _ratios(rows, lambda r: (r.get("references_ms") or {}).get("fib-sdk"))
+    return {"mean": mean(ratios), "geomean": geomean(ratios), "n": len(ratios)}
+
+
+def speedup_band(row: dict) -> tuple[float, float] | None:
+    """The speedup's noise band from the trials: (fastest reference trial / slowest of ours, slowest reference trial
+    / fastest of ours); None without trials of both."""
+    refs = [t for t in row.get("reference_trials_ms") or [] if _positive(t)]
+    ours = [t for t in row.get("latency_trials_ms") or [] if _positive(t)]
+    if not (passed(row) and refs and ours):
+        return None
+    return min(refs) / max(ours), max(refs) / min(ours)
+
+
+def mean_speedup_band(rows: list[dict]) -> tuple[float, float] | None:
+    """The band of the mean of ratios: the means of the per-workload lows and highs."""
+    bands = [b for r in rows if (b := speedup_band(r))]
+    return (mean([b[0] for b in bands]), mean([b[1] for b in bands])) if bands else None
+
+
+def latency_over_bound(rows: list[dict]) -> dict:
+    """ours / bound_ms (the measured bound) over passed rows that have one: median, max, how many within 1.5x."""
+    ratios = sorted(r["latency_ms"] / b for r in rows if passed(r) and _positive(b := r.get("bound_ms")))
+    median = (ratios[len(ratios) // 2] if len(ratios) % 2 else sum(ratios[len(ratios) // 2 - 1:len(ratios) // 2 + 1])
+              / 2) if ratios else None
+    return {"median": median, "max": ratios[-1] if ratios else None, "n": len(ratios),
+            "within_1_5": sum(1 for x in ratios if x <= 1.5)}
+
+
 def best_peer_latency(row: dict) -> tuple[str, float] | None:
     """(peer, latency) of the fastest peer that passed on this workload; ties go to the first name."""
     found = [(lat, name) for name in sorted(row.get("peers") or {}) if (lat := peer_latency(row, name))]
@@ -149,6 +180,9 @@ def summarize_solution(rows: list[dict]) -> dict:
         "mean_speedup_vs_best_peer": peers["mean"],
         "geomean_speedup_vs_best_peer": peers["geomean"],
         "mean_latency_over_floor": mean_latency_over_floor(rows),
+        "mean_speedup_vs_own_reference": own_reference_speedup(rows)["mean"],
+        "mean_speedup_band": mean_speedup_band(rows),
+        "latency_over_bound": latency_over_bound(rows),
         "contest_score_vs_reference": vs_ref["score"],
         "win_rate_vs_reference": vs_ref["win_rate"],
         "contest_score_vs_peers": {p: contest_score(rows, p) for p in peer_names(rows)},
