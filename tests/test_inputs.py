@@ -98,6 +98,11 @@ def test_dataset_blobs_are_used_when_present(tmp_path, monkeypatch):
                "block_table": torch.tensor([[1, 2], [3, 4]], dtype=torch.int32)}, str(path))
     with pytest.raises(BadInputError, match="needs"):
         inputs.make_inputs(definitions.load(INDEXER), wl)
+    official = tmp_path / workloads.load(INDEXER)[0].inputs["seq_lens"].path   # a real blob of another shape
+    official.parent.mkdir(parents=True, exist_ok=True)
+    official.write_bytes(path.read_bytes())
+    x = inputs.make_inputs(definitions.load(INDEXER), small_indexer("other", batch_size=2, max_num_pages=2, num_pages=10))
+    assert x["seq_lens"].shape == (2,)   # small test workloads never read a real blob
 
 
 def test_workload_lines_are_validated(tmp_path):

@@ -1,10 +1,11 @@
 """DSA top-k indexer solution: torch fallback vs the reference under the contest rules, render reproducibility,
 sm_90a compile checks, and the GPU kernels against the reference when a GPU is present.
 
-The fallback runs through the packaged solution (sdk.solutions.build) on CPU tensors with small caches; grading
-is sdk.gate.compare.check_indexer (reachable ids, no duplicates, exact valid count, sorted rescored values).
+The solution runs through the packaged solution (sdk.solutions.build): the torch fallback on CPU tensors with small
+caches, the CUDA kernels on GPU tensors (the `cuda` cases, `gpu` marker). Outputs are INT_MIN-poisoned before
+every call; grading is sdk.gate.compare.check_indexer (reachable ids, no duplicates, exact valid count, sorted
+rescored values), and the edge cases also check that a second call writes the same ids.
 """
-import importlib.util
 import re
 import shutil
 import subprocess
@@ -12,24 +13,17 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import INDEXER, small_indexer
 
 from sdk import definitions, inputs, render
 from sdk.gate.compare import check_indexer, contest_tolerance
 from sdk.regenerate import expected_files, read_render_record, source_dir
 from sdk.solutions import build, load_package
+from tests.helpers import (DEVICES, INDEXER, assert_same_bits, call_poisoned, need, on_devices, small_indexer,
+                           with_token_rows)
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "solutions" / "dsa_topk_indexer"
 TEMPLATE, PARAMS = read_render_record(PACKAGE)
-
-
-def _check_tool():
-    path = ROOT / "tools" / "check_dsa_topk_indexer.py"
-    spec = importlib.util.spec_from_file_location("check_dsa_topk_indexer", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -39,13 +33,17 @@ def solution():
 
 def run_and_grade(fn, workload, x: dict):
     """Runs the solution on INT_MIN-poisoned outputs and grades it against the reference; returns the ids."""
-    definition = definitions.load(INDEXER)
-    outs = inputs.alloc_outputs(definition, workload, device=x["q_index_fp8"].device)
-    assert fn(*x.values(), *outs.values()) is None   # destination-passing: results only in the buffer
-    ids = outs["topk_indices"]
+    ids = call_poisoned(fn, INDEXER, workload, x)["topk_indices"]
     ref = definitions.reference(INDEXER)(*x.values())[0]
     result = check_indexer(["topk_indices"], [ids], [ref], contest_tolerance(INDEXER), inputs=x)
     assert result.passed, result.reason
+    return ids
+
+
+def grade_twice(fn, workload, x: dict):
+    """run_and_grade, then a second call on the same inputs must write the same ids (ties included)."""
+    ids = run_and_grade(fn, workload, x)
+    assert_same_bits({"topk_indices": ids}, call_poisoned(fn, INDEXER, workload, x))
     return ids
 
 
@@ -58,35 +56,49 @@ def test_fallback_matches_reference(solution, batch, max_pages, num_pages):
     assert torch.equal((ids >= 0).sum(1), lens.clamp(max=2048))   # padding only after the valid count
 
 
-def test_fallback_seq_lens_at_page_and_topk_edges(solution):
-    workload = small_indexer("fallback-edges", 10, 40, 400)
-    x = inputs.make_inputs(definitions.load(INDEXER), workload, seed=2)
-    x["seq_lens"] = torch.tensor([0, 1, 63, 64, 65, 2047, 2048, 2049, 2111, 2560], dtype=torch.int32)
-    ids = run_and_grade(solution, workload, x)
+@pytest.mark.parametrize("device", DEVICES)
+def test_seq_lens_at_page_and_topk_edges(solution, device):
+    need(device)
+    workload = small_indexer("edge-seq-lens", 10, 40, 400)
+    x = inputs.make_inputs(definitions.load(INDEXER), workload, seed=2, device=device)
+    x["seq_lens"] = torch.tensor([0, 1, 63, 64, 65, 2047, 2048, 2049, 2111, 2560], dtype=torch.int32, device=device)
+    ids = grade_twice(solution, workload, x).cpu()
     assert torch.all(ids[0] == -1)
     first_page = int(x["block_table"][3, 0]) * 64   # row 3 (64 tokens) keeps exactly its first page
     assert torch.equal(ids[3, :64].sort().values, first_page + torch.arange(64, dtype=torch.int32))
     assert torch.all(ids[3, 64:] == -1)
 
 
-def test_fallback_with_every_score_tied(solution):
-    workload = small_indexer("fallback-ties", 3, 45, 150)
-    x = inputs.make_inputs(definitions.load(INDEXER), workload, seed=3)
-    gen = torch.Generator().manual_seed(0)
-    x = _check_tool().with_token_rows(x, torch.zeros(150, 64, dtype=torch.long), gen)
-    raw = x["k_index_cache_fp8"].view(torch.uint8).view(150, -1)
-    assert torch.all(raw == raw[:1])   # every cached token is the same row (values and scale)
-    run_and_grade(solution, workload, x)
+def one_long_row(x: dict, gen: torch.Generator) -> dict:
+    assert int(x["seq_lens"][0]) > 90 * 64   # the only row is the longest: drawn in (90 * 64, 91 * 64]
+    return x
 
 
-def test_check_tool_builds_synthetic_workloads():
-    tool = _check_tool()
-    base = small_indexer("base", 3, 40, 200)
-    w = tool.synthetic_workload(base, "synthetic-x", 1, 91)
-    assert (w.uuid, w.axes["batch_size"], w.axes["max_num_pages"]) == ("synthetic-x", 1, 91)
-    blobs = [s.path for s in w.inputs.values() if s.type == "safetensors"]
-    assert blobs and all(p.startswith("synthetic/") for p in blobs)   # never a real blob of another shape
-    assert tool.parse_variant("CLUSTER=16,STAGES=3") == {"CLUSTER": 16, "STAGES": 3}
+def all_equal_rows(x: dict, gen: torch.Generator) -> dict:
+    x = with_token_rows(x, torch.zeros(x["k_index_cache_fp8"].shape[:2], dtype=torch.long, device=gen.device), gen)
+    raw = x["k_index_cache_fp8"].view(torch.uint8).flatten(1, 2)
+    assert torch.all(raw == raw[:1])   # every cached token is the same row (values and scale): every score ties
+    return x
+
+
+# name: ((batch_size, max_num_pages), edit of the seeded inputs); 3000 pages in the pool
+EDGE_CASES = {
+    "one_5.8k_token_row": ((1, 91), one_long_row),
+    "all_equal_k_rows": ((8, 45), all_equal_rows),
+    "three_valued_k_rows": ((30, 91), lambda x, gen: with_token_rows(
+        x, torch.randint(0, 3, x["k_index_cache_fp8"].shape[:2], generator=gen, device=gen.device), gen)),
+    "all_negative_weights": ((4, 45), lambda x, gen: {**x, "weights": -x["weights"].abs()}),
+}
+
+
+@pytest.mark.parametrize("case,device", on_devices(EDGE_CASES))
+def test_edge_cases_pass_the_contest_rule_and_repeat(solution, case, device):
+    need(device)
+    (batch, max_pages), edit = EDGE_CASES[case]
+    workload = small_indexer(f"edge-{case}", batch, max_pages, 3000)
+    x = inputs.make_inputs(definitions.load(INDEXER), workload, seed=6, device=device)
+    x = edit(x, torch.Generator(device=device).manual_seed(6))
+    grade_twice(solution, workload, x)
 
 
 def test_rendering_is_reproducible_byte_for_byte():
@@ -137,14 +149,6 @@ def test_kernels_compile_for_sm90a_without_spills(tmp_path, params):
 def test_kernels_match_reference_on_gpu(solution):
     if not torch.cuda.is_available():
         pytest.skip("no CUDA GPU: the kernels are only compile-checked here")
-    definition = definitions.load(INDEXER)
     for batch, max_pages in ((4, 20), (3, 91), (30, 45)):   # id-only kernel, long rows, many clusters
         workload = small_indexer(f"gpu-{batch}-{max_pages}", batch, max_pages, 3000)
-        x = inputs.make_inputs(definition, workload, seed=4, device="cuda")
-        first = run_and_grade(solution, workload, x).clone()
-        assert torch.equal(first, run_and_grade(solution, workload, x))   # deterministic, ties included
-    workload = small_indexer("gpu-ties", 8, 45, 400)
-    x = inputs.make_inputs(definition, workload, seed=5, device="cuda")
-    gen = torch.Generator(device="cuda").manual_seed(0)
-    run_and_grade(solution, workload, _check_tool().with_token_rows(
-        x, torch.zeros(400, 64, dtype=torch.long, device="cuda"), gen))
+        grade_twice(solution, workload, inputs.make_inputs(definitions.load(INDEXER), workload, seed=4, device="cuda"))

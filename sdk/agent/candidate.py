@@ -7,7 +7,6 @@ import json
 import shutil
 from pathlib import Path
 
-from .. import render
 from ..regenerate import write_render_record
 from ..solutions import load_package
 
@@ -26,23 +25,6 @@ def sources_digest(files: dict[str, str]) -> str:
     for name in sorted(files):
         digest.update(name.encode() + b"\0" + files[name].encode() + b"\0")
     return digest.hexdigest()
-
-
-def materialize(package_dir: Path, *, name: str, definition: str, template: str, params: dict,
-                overlay: dict[str, str], templates_root: Path) -> dict[str, str]:
-    """A template point (plus overlaid files) written as a package; returns file name -> text. The loop's
-    candidates use `workspace.Workspace`; this is for scripts that want one rendered package (tools/)."""
-    spec = render.load_template(template, templates_root)
-    files = render.render_files(template, params, templates_root)
-    files.update(overlay)
-    source = package_dir / "solution" / "python"
-    source.mkdir(parents=True, exist_ok=True)
-    for file_name, text in files.items():
-        (source / file_name).write_text(text)
-    entry = spec.get("entry_point", "main.py::run")
-    about = f"agent candidate from templates/{template} params {json.dumps(params, sort_keys=True)}"
-    (package_dir / "config.toml").write_text(config_toml(name, definition, entry, about))
-    return files
 
 
 def load_solution(package_dir: Path):
