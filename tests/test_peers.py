@@ -371,6 +371,23 @@ def test_indirect_and_gathered_pipelines_agree_with_the_stand_in_gemm():
     assert torch.equal(a, b)
 
 
+def test_routing_untimed_peers_route_in_prepare_and_give_the_same_output(monkeypatch):
+    """The "routing untimed" variants do routing and permutation once, in prepare: the timed call never routes
+    (routing raising inside it proves it) and returns what the timed-routing pipeline returns."""
+    inputs = _moe_inputs(5, seed=3, H=256, I=256)
+    expected = glue.moe_forward(moe_peers._host_scalars(inputs), glue.reference_grouped_gemm, align=16)
+    run = moe_peers.triton_moe_call(inputs, emulated_kernels(), TUNED, routing_untimed=True)
+
+    def no_routing(*args, **kwargs):
+        raise AssertionError("routed inside the timed call")
+    monkeypatch.setattr(glue, "route", no_routing)
+    (got,) = run()
+    torch.testing.assert_close(got.float(), expected.float(), rtol=1e-2, atol=1e-3)
+    names = {p.name for p in moe_peers.PEERS}
+    assert {f"{p.name}, routing untimed" for p in moe_peers.PEERS if not p.routing_untimed} <= names
+    assert all("outside the timed region" in p.note for p in moe_peers.PEERS if p.routing_untimed)
+
+
 @pytest.mark.slow
 def test_triton_peer_pipeline_matches_the_reference_with_an_emulated_kernel():
     inputs = _moe_inputs(T=2, seed=0)

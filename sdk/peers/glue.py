@@ -139,7 +139,14 @@ def combine(perm: Permutation, expert_out: torch.Tensor, num_tokens: int) -> tor
     return out.to(torch.bfloat16)
 
 
-def moe_forward(inputs: dict, grouped_gemm, align: int, indirect: bool = False) -> torch.Tensor:
+def route_and_permute(inputs: dict, align: int) -> Permutation:
+    """The reference's routing and the permutation of its local assignments (one host sync)."""
+    experts, weights = route(inputs["routing_logits"], inputs["routing_bias"], inputs["routed_scaling_factor"])
+    return permute(experts, weights, int(inputs["local_expert_offset"]), inputs["gemm1_weights"].shape[0], align)
+
+
+def moe_forward(inputs: dict, grouped_gemm, align: int, indirect: bool = False,
+                perm: Permutation | None = None) -> torch.Tensor:
     """The whole unfused pipeline around an m-grouped contiguous FP8 GEMM.
 
     grouped_gemm(a_fp8, a_scale, w_fp8 [G, N, K], w_scale [G, N/128, K/128], grouped_layout [M], src_rows) -> bf16
@@ -148,13 +155,13 @@ def moe_forward(inputs: dict, grouped_gemm, align: int, indirect: bool = False) 
     strided view (one per row and 128 columns, MN-major). With `indirect`, the first GEMM gets the hidden states
     and their scales as they are ([T, K], [T, K/128] view of the [K/128, T] input) with src_rows = each row's token,
     for kernels that gather rows themselves (Triton fused_moe); otherwise rows are gathered first (DeepGEMM).
+    `perm`: a permutation route_and_permute made of these inputs beforehand (the routing then costs nothing here).
     """
     hs = inputs["hidden_states"]
     T = hs.shape[0]
     w1, s1 = inputs["gemm1_weights"], inputs["gemm1_weights_scale"]
     w2, s2 = inputs["gemm2_weights"], inputs["gemm2_weights_scale"]
-    experts, weights = route(inputs["routing_logits"], inputs["routing_bias"], inputs["routed_scaling_factor"])
-    perm = permute(experts, weights, int(inputs["local_expert_offset"]), w1.shape[0], align)
+    perm = perm if perm is not None else route_and_permute(inputs, align)
     if perm.rows == 0:
         return torch.zeros((T, hs.shape[1]), dtype=torch.bfloat16, device=hs.device)
     if indirect:

@@ -41,7 +41,7 @@ from typing import Callable
 import torch
 
 from . import Outputs, Peer, _first_line, load_file_with_stubs
-from .glue import BLOCK, moe_forward
+from .glue import BLOCK, moe_forward, route_and_permute
 from .repack import SGLANG_MOE_KERNELS, VLLM_MOE_CONFIGS
 
 DEFINITION = "moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048"
@@ -57,6 +57,11 @@ def _host_scalars(inputs: dict) -> dict:
     return args
 
 
+ROUTING_UNTIMED = ("; routing and permutation (torch, with the host sync for the row count) run in prepare, outside "
+                   "the timed region: the call times the two grouped GEMMs, SwiGLU + requantisation and the combine "
+                   "(this flatters the peer)")
+
+
 class DeepGemmMoe(Peer):
     name = "deepgemm.m_grouped_contiguous+torch glue"
     definition = DEFINITION
@@ -66,6 +71,7 @@ class DeepGemmMoe(Peer):
             "calls; one host sync per call for the permuted row count")
     requires = ("deep_gemm",)
     pip_names = ("sgl-deep-gemm==0.1.5.post1", "apache-tvm-ffi==0.1.11")
+    routing_untimed = False
 
     def _prepare(self, inputs):
         dg = self.module("deep_gemm")
@@ -77,11 +83,18 @@ class DeepGemmMoe(Peer):
             return d
 
         args = _host_scalars(inputs)
+        perm = route_and_permute(args, align) if self.routing_untimed else None
 
         def run() -> Outputs:
-            return (moe_forward(args, grouped_gemm, align),)
+            return (moe_forward(args, grouped_gemm, align, perm=perm),)
 
         return run
+
+
+class DeepGemmMoeRoutingUntimed(DeepGemmMoe):
+    name = "deepgemm.m_grouped_contiguous+torch glue, routing untimed"
+    note = DeepGemmMoe.note + ROUTING_UNTIMED
+    routing_untimed = True
 
 
 # ---- sglang's Triton fused_moe_kernel ------------------------------------------------------------------------------
@@ -221,18 +234,21 @@ def fused_moe_gemm(kernel, config: dict, swap_ab: bool, compute_type, topk_weigh
     return gemm
 
 
-def triton_moe_call(inputs: dict, kernels, configs: dict[int, dict]) -> Callable[[], Outputs]:
+def triton_moe_call(inputs: dict, kernels, configs: dict[int, dict],
+                    routing_untimed: bool = False) -> Callable[[], Outputs]:
     """The per-call work on these inputs: `kernels` is the loaded sglang module (fused_moe_kernel,
-    should_enable_swap_ab, tl), `configs` the tuned file's entries. The chosen config is `run.config`."""
+    should_enable_swap_ab, tl), `configs` the tuned file's entries. The chosen config is `run.config`. With
+    `routing_untimed` the routing and permutation are done here, once, outside the call."""
     hs = inputs["hidden_states"]
     config = pick_config(configs, int(hs.shape[0]))
     swap_ab = bool(kernels.should_enable_swap_ab(config["BLOCK_SIZE_M"], config["BLOCK_SIZE_N"]))
     unused_weights = torch.zeros(1, dtype=torch.float32, device=hs.device)  # MUL_ROUTED_WEIGHT is off
     gemm = fused_moe_gemm(kernels.fused_moe_kernel, config, swap_ab, kernels.tl.bfloat16, unused_weights)
     args = _host_scalars(inputs)
+    perm = route_and_permute(args, config["BLOCK_SIZE_M"]) if routing_untimed else None
 
     def run() -> Outputs:
-        return (moe_forward(args, gemm, config["BLOCK_SIZE_M"], indirect=True),)
+        return (moe_forward(args, gemm, config["BLOCK_SIZE_M"], indirect=True, perm=perm),)
 
     run.config = {**config, "swap_ab": swap_ab}
     return run
@@ -250,6 +266,7 @@ class SglangTritonMoe(Peer):
             "permuted row count")
     requires = ("triton",)
     pip_names = (f"sglang=={SGLANG_VERSION}", f"vllm=={VLLM_VERSION}")
+    routing_untimed = False
 
     def available(self) -> tuple[bool, str]:
         try:
@@ -284,7 +301,13 @@ class SglangTritonMoe(Peer):
 
     def _prepare(self, inputs):
         kernels = load_kernels(str(installed_path(SGLANG_MOE_KERNELS)))
-        return triton_moe_call(inputs, kernels, load_tuned_configs(self.config_path()))
+        return triton_moe_call(inputs, kernels, load_tuned_configs(self.config_path()), self.routing_untimed)
 
 
-PEERS = [DeepGemmMoe(), SglangTritonMoe()]
+class SglangTritonMoeRoutingUntimed(SglangTritonMoe):
+    name = "sglang.fused_moe_kernel triton+vllm tuned config+torch glue, routing untimed"
+    note = SglangTritonMoe.note + ROUTING_UNTIMED
+    routing_untimed = True
+
+
+PEERS = [DeepGemmMoe(), SglangTritonMoe(), DeepGemmMoeRoutingUntimed(), SglangTritonMoeRoutingUntimed()]
