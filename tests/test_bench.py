@@ -161,3 +161,21 @@ def test_sources_digest_changes_with_any_kernel_source(tmp_path):
     assert sources_sha256(tmp_path) == first
     (tmp_path / "templates" / "k.cuh").write_text("b")
     assert sources_sha256(tmp_path) != first
+
+
+def test_baselines_of_several_devices_run_in_processes_of_their_own():
+    """Two shares on two 'devices' (both the CPU here): each share's references are timed in a spawned process (on
+    GPUs: one torch.profiler per process), every workload gets its own; baseline_every leaves the others empty."""
+    from sdk.bench.runner import time_all_baselines
+
+    chosen = [small_indexer(), small_indexer(uuid="second-indexer", batch_size=2)]
+    config = BenchConfig(trials=2, warmup=1, iters=2, checks=0, peers=False, reference_iters=1)
+    lines = []
+    got = time_all_baselines(INDEXER, chosen, [chosen[:1], chosen[1:]], ["cpu", "cpu"], seed=3, config=config,
+                             peer_names=[], progress=lines.append)
+    assert set(got) == {w.uuid for w in chosen} and len(lines) == 2
+    assert all(b["reference_latency_ms"] > 0 and len(b["reference_trials_ms"]) == 2 for b in got.values())
+    every_other = config.model_copy(update={"baseline_every": 2})
+    got = time_all_baselines(INDEXER, chosen, [chosen], ["cpu"], seed=3, config=every_other, peer_names=[],
+                             progress=lambda line: None)
+    assert got[chosen[0].uuid]["reference_latency_ms"] > 0 and got[chosen[1].uuid] == {}

@@ -108,6 +108,48 @@ def environment(device: str, seed: int | None, method: str) -> dict:
     return env
 
 
+def _baselines_of_share(definition: str, share: list[Workload], device: str, *, seed: int, config: BenchConfig,
+                        peer_names: list[str]) -> dict[str, dict]:
+    spec, tol = definitions.load(definition), contest_tolerance(definition)
+    return {w.uuid: time_baselines(spec, w, seed=seed, config=config, device=device, peer_names=peer_names, tol=tol)
+            for w in share}
+
+
+def time_all_baselines(definition: str, chosen: list[Workload], shares: list[list[Workload]], devices: list[str], *,
+                       seed: int, config: BenchConfig, peer_names: list[str],
+                       progress: Callable[[str], None] = print) -> dict[str, dict]:
+    """Reference(s), peers and probe of every workload (every `baseline_every`-th; the rest get {}), each on the
+    device of its share. One device: in this process. Several: one process per device, because the judge's CUPTI
+    spans come from torch.profiler, one per process; the dataset choice reaches them through FIB_DATASET_PATH."""
+    index = {w.uuid: i for i, w in enumerate(chosen)}
+    timed = [[w for w in share if not index[w.uuid] % config.baseline_every] if config.reference or peer_names
+             else [] for share in shares]
+    out: dict[str, dict] = {w.uuid: {} for w in chosen}
+
+    def report(done: dict[str, dict], device: str) -> None:
+        out.update(done)
+        for uuid, b in done.items():
+            progress(f"[baselines {device} {index[uuid] + 1}/{len(chosen)}] {uuid[:8]} reference "
+                     f"{b.get('reference_latency_ms') or float('nan'):.4g} ms")
+
+    jobs = [(share, dev) for share, dev in zip(timed, devices) if share]
+    if len(jobs) <= 1:
+        for share, dev in jobs:
+            for w in share:  # one at a time, so progress shows as it goes
+                report(_baselines_of_share(definition, [w], dev, seed=seed, config=config, peer_names=peer_names),
+                       dev)
+        return out
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=len(jobs), mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(_baselines_of_share, definition, share, dev, seed=seed, config=config,
+                               peer_names=peer_names): dev for share, dev in jobs}
+        for future, dev in futures.items():
+            report(future.result(), dev)
+    return out
+
+
 def _run_shares(work: Callable, shares: list[list], devices: list[str]) -> None:
     """work(share, device) for every non-empty share, one thread per device; the first error is raised here."""
     errors: list[BaseException] = []
@@ -255,28 +297,12 @@ def run_bench(packages: list[SolutionPackage], config: BenchConfig = BenchConfig
 
             peer_names = [p.name for p in peer_mod.peers_for(definition)
                           if not config.peer_filter or any(f in p.name for f in config.peer_filter)]
-        spec = definitions.load(definition)
         # One share of the workloads per GPU, fixed for the definition: a workload's reference, peers and probe
         # are timed on the GPU that gates and times its solutions.
         shares = spread(chosen, len(devices), workload_cost)
         where = {w.uuid: dev for share, dev in zip(shares, devices) for w in share}
-        index = {w.uuid: i for i, w in enumerate(chosen)}
-        baselines: dict[str, dict] = {}
-        profiler = threading.Lock()  # the judge's CUPTI spans come from one torch.profiler per process
-
-        def time_share(share, dev):
-            for workload in share:
-                i = index[workload.uuid]
-                if i % config.baseline_every or not (config.reference or peer_names):
-                    baselines[workload.uuid] = {}
-                    continue
-                with profiler:
-                    baselines[workload.uuid] = time_baselines(spec, workload, seed=seed, config=config, device=dev,
-                                                              peer_names=peer_names, tol=tol)
-                progress(f"[baselines {dev} {i + 1}/{len(chosen)}] {workload.uuid[:8]} reference "
-                         f"{baselines[workload.uuid].get('reference_latency_ms') or float('nan'):.4g} ms")
-
-        _run_shares(time_share, shares, devices)
+        baselines = time_all_baselines(definition, chosen, shares, devices, seed=seed, config=config,
+                                       peer_names=peer_names, progress=progress)
         for package in group:
             trace_path = trace_dir / f"{package.name}.jsonl" if trace_dir else None
             results = []
