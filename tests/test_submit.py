@@ -356,3 +356,17 @@ def test_out_writes_only_inside_its_folder(repo):
     assert refused.exit_code == 3 and "refusing to replace" in refused.stderr
     assert sorted(p.name for p in other.iterdir()) == ["submission.tar.gz"]
     assert (other / "submission.tar.gz").read_bytes() == b"not ours"
+
+
+# ---- the committed submission ------------------------------------------------------------------------------------
+
+def test_the_committed_submission_packages_from_its_committed_evidence(tmp_path):
+    """`nox -s submit` on this checkout: submission.toml's kernels, their evidence and results files as committed
+    (evidence that no longer matches the sources, a missing results file or a failed row would refuse it)."""
+    from sdk.paths import under_root
+
+    result = cli_runner().invoke(main, ["submit", "--out", str(tmp_path / "dist")])
+    assert result.exit_code == 0, result.output + result.stderr
+    kernels = sorted(p.name for p in (tmp_path / "dist" / "submission").iterdir() if p.is_dir())
+    assert len(kernels) == 3 and (tmp_path / "dist" / "submission.tar.gz").is_file(), kernels
+    assert under_root("submission.toml").is_file()
