@@ -17,6 +17,7 @@ Missing values (None), decided once here:
 from __future__ import annotations
 
 import math
+import statistics
 from collections import Counter
 from typing import Callable, Iterable
 
@@ -119,11 +120,9 @@ def mean_speedup_band(rows: list[dict]) -> tuple[float, float] | None:
 
 def latency_over_bound(rows: list[dict]) -> dict:
     """ours / bound_ms (the measured bound) over passed rows that have one: median, max, how many within 1.5x."""
-    ratios = sorted(r["latency_ms"] / b for r in rows if passed(r) and _positive(b := r.get("bound_ms")))
-    median = (ratios[len(ratios) // 2] if len(ratios) % 2 else sum(ratios[len(ratios) // 2 - 1:len(ratios) // 2 + 1])
-              / 2) if ratios else None
-    return {"median": median, "max": ratios[-1] if ratios else None, "n": len(ratios),
-            "within_1_5": sum(1 for x in ratios if x <= 1.5)}
+    ratios = [r["latency_ms"] / b for r in rows if passed(r) and _positive(b := r.get("bound_ms"))]
+    return {"median": statistics.median(ratios) if ratios else None, "max": max(ratios, default=None),
+            "n": len(ratios), "within_1_5": sum(1 for x in ratios if x <= 1.5)}
 
 
 def best_peer_latency(row: dict) -> tuple[str, float] | None:
