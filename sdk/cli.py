@@ -290,6 +290,10 @@ def _fmt(x, spec=".4g"):
 @click.option("--iters", default=50, show_default=True, type=POSITIVE_INT)
 @click.option("--checks", default=3, show_default=True, type=NON_NEGATIVE_INT,
               help="Checked calls per trial besides the first, chosen at random after each call.")
+@click.option("--budget-ms", default=100.0, show_default=True, type=NON_NEGATIVE_SECONDS,
+              help="Per trial and callable, timed wall time that sizes --iters: slow calls get fewer, at least "
+                   "--min-iters (0: always --iters).")
+@click.option("--min-iters", default=10, show_default=True, type=POSITIVE_INT)
 @click.option("--no-peers", is_flag=True, help="Skip the peer libraries.")
 @click.option("--peers", "peer_filter", multiple=True, help="Only peers whose name contains this (repeatable).")
 @click.option("--no-reference", is_flag=True, help="Do not time the reference.")
@@ -309,7 +313,8 @@ def _fmt(x, spec=".4g"):
 @click.option("--remote", type=click.Choice(["modal"]), default=None,
               help="Run on a Modal B200 (README, 'Remote bench on Modal').")
 @click.option("--json", "as_json", is_flag=True, help="Print the results JSON instead of tables.")
-def bench(solution_dirs, definition_filter, keys, stride, trials, seed, warmup, iters, checks, no_peers, peer_filter,
+def bench(solution_dirs, definition_filter, keys, stride, trials, seed, warmup, iters, checks, budget_ms, min_iters,
+          no_peers, peer_filter,
           no_reference, baseline_every, reference_iters, timeout, compile_budget, out_dir, tag, trace_dir, remote,
           as_json):
     """Gate and time SOLUTION_DIRS (default: every package in solutions/) with the reference and peers."""
@@ -320,7 +325,7 @@ def bench(solution_dirs, definition_filter, keys, stride, trials, seed, warmup, 
     from .paths import under_root
 
     config = BenchConfig(keys=list(keys), stride=stride, trials=trials, seed=seed, warmup=warmup, iters=iters,
-                         checks=checks, peers=not no_peers, peer_filter=list(peer_filter), reference=not no_reference,
+                         checks=checks, budget_ms=budget_ms or None, min_iters=min_iters, peers=not no_peers, peer_filter=list(peer_filter), reference=not no_reference,
                          baseline_every=baseline_every, reference_iters=reference_iters, timeout_s=timeout,
                          compile_budget_s=compile_budget)
     packages = _packages(solution_dirs)

@@ -88,6 +88,28 @@ def test_tiny_bench_run_writes_a_complete_results_file(tmp_path):
     assert saved["summary"][INDEXER]["passed"] == 1
 
 
+def test_budget_sizes_a_trial_by_its_calls_wall_time():
+    from sdk.gate.plan import CallPlan
+
+    plan = CallPlan(trials=3, warmup=10, iters=50, budget_ms=100.0, min_iters=10, profile=True)
+    assert plan.sized(0.02) == (10, 50)  # a fast kernel keeps every call
+    assert plan.sized(4.0) == (5, 25)  # 100 ms / 4 ms
+    assert plan.sized(40.0) == (2, 10)  # a slow baseline: min_iters, and the two calls it was sized on
+    assert CallPlan(warmup=10, iters=50, profile=True).sized(40.0) == (10, 50)  # no budget: the plan as given
+    assert CallPlan(warmup=1, iters=5, budget_ms=1.0, min_iters=10, profile=True).sized(40.0) == (1, 5)
+
+
+@pytest.mark.parametrize("budget_ms,timed", [(None, 2 * 12), (1e-6, 2 * 4)])
+def test_bench_times_fewer_calls_of_a_slow_call_within_the_budget(tmp_path, budget_ms, timed):
+    packages = [p for p in solutions.discover() if p.name == "dsa_topk_indexer_torch_baseline"]
+    config = BenchConfig(trials=2, warmup=2, iters=12, min_iters=4, budget_ms=budget_ms, checks=1, peers=False,
+                         reference_iters=2)
+    results, _ = run_bench(packages, config, out_dir=None, workload_sets={INDEXER: [small_indexer()]},
+                           progress=lambda line: None)
+    (row,) = results["rows"]
+    assert row["status"] == "PASSED" and row["timed_calls"] == timed
+
+
 def test_floor_rejects_only_what_no_hbm_can_reach():
     # the H200 row that motivated the margin: 0.2609 ms against a 0.2611 ms copy-rate floor is a kernel streaming at
     # the copy rate, not skipped work; half the floor is

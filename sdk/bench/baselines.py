@@ -8,6 +8,7 @@ recorded in the results (`environment.baselines`): no solution hosts them.
 from __future__ import annotations
 
 import statistics
+import time
 
 import torch
 
@@ -25,6 +26,7 @@ HOST = "judge process: reference and peers on the solutions' input pool (same se
 
 def time_baselines(definition: Definition, workload: Workload, *, seed: int, config: BenchConfig, device: str,
                    peer_names: list[str], tol: Tolerance) -> dict:
+    began = time.perf_counter()
     dev = torch.device(device)
     ref_fn = definitions.reference(definition.name)  # what the gate grades against (the dataset's when active)
     timed_refs = definitions.references(definition.name) if config.reference else {}  # both, when both exist
@@ -73,12 +75,14 @@ def time_baselines(definition: Definition, workload: Workload, *, seed: int, con
         if not calls:
             continue
         try:
-            timings = time_many(calls, dev, warmup=min(config.warmup, 3))
+            timings = time_many(calls, dev, warmup=min(config.warmup, 3), budget_ms=config.budget_ms,
+                                 min_iters=config.min_iters)
         except Exception as exc:  # noqa: BLE001 - a peer that breaks during timing must not cost the reference
             for key in [k for k in calls if k.startswith("peer:")]:
                 state[key[5:]].update(status="RUNTIME_ERROR", reason=f"timing: {type(exc).__name__}: {exc}"[:200])
                 calls.pop(key)
-            timings = time_many(calls, dev, warmup=min(config.warmup, 3)) if calls else {}
+            timings = time_many(calls, dev, warmup=min(config.warmup, 3), budget_ms=config.budget_ms,
+                                 min_iters=config.min_iters) if calls else {}
         for key, timing in timings.items():
             samples.setdefault(key, []).append(timing.median_ms)
             if key.startswith("peer:"):
@@ -99,6 +103,7 @@ def time_baselines(definition: Definition, workload: Workload, *, seed: int, con
             "reference_source": source, "references_ms": others, "probe_ms": probe_ms,
             "probe": {**probe_info, "gb_per_s": (probe_info.get("read_bytes", 0) + probe_info.get("write_bytes", 0))
                       / probe_ms / 1e6 if probe_ms else None}, "work": work,
+            "baseline_s": round(time.perf_counter() - began, 2),
             "peers": {name: {"latency_ms": mean(samples[f"peer:{name}"]) if f"peer:{name}" in samples and
                              s["status"] == "PASSED" else None, **s} for name, s in state.items()}}
 

@@ -13,6 +13,9 @@ class BenchConfig(BaseModel):
     trials: int = Field(3, ge=1)
     warmup: int = Field(10, ge=0)
     iters: int = Field(50, ge=1)
+    budget_ms: float | None = Field(100.0, gt=0, description="timed wall time per trial and callable that sizes iters "
+                                    "(slow calls get fewer, at least min_iters); None: always iters")
+    min_iters: int = Field(10, ge=1)
     checks: int = Field(3, ge=0, description="checked calls per trial besides the first, chosen after each call")
     seed: int | None = Field(None, description="None: drawn from the OS and recorded")
     keys: list[str] = Field(default_factory=list, description="workload uuid prefixes; empty: all")
@@ -27,4 +30,4 @@ class BenchConfig(BaseModel):
 
     def plan(self, device: str) -> CallPlan:
         return CallPlan(trials=self.trials, warmup=self.warmup, iters=self.iters, checks=self.checks,
-                        profile=torch.device(device).type == "cuda")
+                        budget_ms=self.budget_ms, min_iters=self.min_iters, profile=torch.device(device).type == "cuda")

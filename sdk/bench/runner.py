@@ -129,8 +129,12 @@ def time_all_baselines(definition: str, chosen: list[Workload], shares: list[lis
     def report(done: dict[str, dict], device: str) -> None:
         out.update(done)
         for uuid, b in done.items():
+            peers = ", ".join(f"{name.split('+')[0]} {p['latency_ms']:.4g}" if p.get("latency_ms") else
+                              f"{name.split('+')[0]} {p.get('status')}" for name, p in (b.get("peers") or {}).items())
             progress(f"[baselines {device} {index[uuid] + 1}/{len(chosen)}] {uuid[:8]} reference "
-                     f"{b.get('reference_latency_ms') or float('nan'):.4g} ms")
+                     f"{b.get('reference_latency_ms') or float('nan'):.4g} ms" + (f"; peers (ms): {peers}" if peers
+                                                                                 else "")
+                     + f" [{b.get('baseline_s', 0):.1f} s]")
 
     jobs = [(share, dev) for share, dev in zip(timed, devices) if share]
     if len(jobs) <= 1:

@@ -12,11 +12,13 @@ import json
 import os
 import statistics
 import tempfile
+import time
 from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
 
+from ..gate.plan import sized_iters
 from ..gate.spans import annotated_spans
 
 CUPTI = "cupti-span (torch.profiler/kineto), cold L2, no CUDA graph"
@@ -77,12 +79,11 @@ def _time_events(fn: Callable, flush: torch.Tensor, iters: int) -> list[float]:
 
 
 def time_many(fns: dict[str, tuple[Callable, int]], device: torch.device | str, *, warmup: int = 10,
-              method: str = "cupti") -> dict[str, Timing]:
-    """Time several callables, each `iters` times (key -> (fn, iters)), every call after an L2 flush."""
+              method: str = "cupti", budget_ms: float | None = None, min_iters: int = 10) -> dict[str, Timing]:
+    """Time several callables, each `iters` times (key -> (fn, iters)), every call after an L2 flush; with
+    `budget_ms`, each one's iters shrinks to what fits the budget at its last warmup call's wall time."""
     device = torch.device(device)
     if device.type != "cuda":
-        import time
-
         out = {}
         for key, (fn, iters) in fns.items():
             for _ in range(min(warmup, 2)):
@@ -95,11 +96,17 @@ def time_many(fns: dict[str, tuple[Callable, int]], device: torch.device | str, 
             out[key] = Timing(statistics.median(samples), samples, WALL)
         return out
     flush = l2_flush_buffer(device)
-    for fn, _ in fns.values():
+    sized = {}
+    for key, (fn, iters) in fns.items():
         for _ in range(1 + warmup):
             flush.zero_()
+            torch.cuda.synchronize()
+            start = time.perf_counter()
             fn()
-    torch.cuda.synchronize()
+            torch.cuda.synchronize()
+            call_ms = (time.perf_counter() - start) * 1e3
+        sized[key] = (fn, sized_iters(call_ms, iters, budget_ms, min_iters))
+    fns = sized
     spans = _time_cupti(fns, flush) if method == "cupti" else {}
     out = {}
     for key, (fn, iters) in fns.items():

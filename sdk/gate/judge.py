@@ -108,12 +108,14 @@ def judge(ask: Callable[[dict], dict], pid: int, solution: Solution, definition:
     out.setup_ms = bound.get("setup_ms", [])
     try:
         for trial in range(plan.trials):
-            n_calls = plan.calls_per_trial
+            warmup, n_calls = plan.warmup, plan.calls_per_trial
             p_check = plan.check_probability
             if plan.profile and device.type == "cuda":
                 ask({"op": "profile", "on": True})
             trial_calls = []
-            for k in range(n_calls):
+            k = -1
+            while k + 1 < n_calls:
+                k += 1
                 call = pool.next_call()
                 before = os_threads(pid)
                 reply = ask({"op": "call", "slot": call.slot, "set": call.set, "index": call.index})
@@ -132,8 +134,12 @@ def judge(ask: Callable[[dict], dict], pid: int, solution: Solution, definition:
                                 "allowed)")
                 if reply.get("returned"):
                     return fail(reply.get("returned_status", "RUNTIME_ERROR"), f"{where}: {reply['returned']}")
-                record = {"index": call.index, "trial": trial, "timed": k >= plan.warmup,
+                record = {"index": call.index, "trial": trial, "timed": k >= warmup,
                           "wall_ms": reply["wall_ns"] / 1e6, "checked": k == 0 or rng.random() < p_check}
+                if k == 1 and plan.budget_ms is not None:  # size the trial on its second call (the first may JIT)
+                    warmup, iters = plan.sized(record["wall_ms"])
+                    n_calls = warmup + iters
+                    p_check = plan.check_probability_for(n_calls)
                 if record["checked"]:
                     result, ref_ms = check_call(definition, pool, call, tol, reference, device)
                     out.reference_ms.append(ref_ms)

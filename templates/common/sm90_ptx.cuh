@@ -14,8 +14,8 @@
 //    m64nNk32 e4m3 x e4m3 -> f32 for N in {16, 32, 64, 128, 256}.
 //  * setmaxnreg (producer/consumer register split), griddepcontrol (programmatic dependent launch), named
 //    barriers, fp8x2 pack / unpack.
-//  * Host: launch_pdl() (programmatic dependent launch), encode_tma_2d() (cuTensorMapEncodeTiled reached through
-//    the runtime's driver entry point, no -lcuda).
+//  * Host: per-device sm_count() and opt_in_smem<kernel>(), launch() / launch_pdl() (programmatic dependent
+//    launch), encode_tma_2d() (cuTensorMapEncodeTiled reached through the runtime's driver entry point, no -lcuda).
 #pragma once
 
 #include <cstdint>
@@ -45,6 +45,7 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 // Arrives on `bar` once all of this thread's earlier cp.async copies have landed. .noinc: the arrival counts
 // against the barrier's expected count (so init the barrier with one arrival per thread that does this).
 __device__ __forceinline__ void cp_async_arrive(uint32_t bar) {
@@ -277,6 +278,13 @@ __device__ __forceinline__ void wgmma_fp8(float (&d)[N / 2], uint64_t a, uint64_
   WgmmaFp8<N>::mma(d, a, b, accumulate ? 1u : 0u);
 }
 
+// ---- cluster barriers ------------------------------------------------------------------------------------------
+
+// Split cluster barrier: every thread of every CTA in the cluster arrives, then waits. Release / acquire make the
+// shared-memory writes before an arrive visible to every thread of the cluster after its wait.
+__device__ __forceinline__ void cluster_arrive_release() { asm volatile("barrier.cluster.arrive.release;\n" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait_acquire() { asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory"); }
+
 // ---- registers, launches, barriers, conversions ---------------------------------------------------------------
 
 // Warpgroup-wide register budget changes (all 128 threads of the warpgroup execute them): producers give
@@ -317,15 +325,53 @@ __device__ __forceinline__ float2 unpack_e4m3x2(uint16_t v) {
   return __half22float2(h);
 }
 
+// ---- host: per-device state ------------------------------------------------------------------------------------
+
+// Device properties and function attributes belong to one device: they are cached per device ordinal (a process
+// may drive several GPUs, one per thread), never once per process.
+constexpr int kMaxDevices = 64;
+
+inline int current_device() {
+  int device = 0;
+  cudaGetDevice(&device);
+  return device;
+}
+
+// The current device's SM count (persistent grids).
+inline int sm_count() {
+  static int count[kMaxDevices] = {};
+  const int d = current_device();
+  int n = d < kMaxDevices ? count[d] : 0;
+  if (n == 0) {
+    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, d);
+    if (d < kMaxDevices) count[d] = n;
+  }
+  return n;
+}
+
+// Lets `Kernel` use `bytes` of dynamic shared memory on the current device (and, with `non_portable_cluster`,
+// clusters above 8 CTAs); set once per device and kernel (the table is per template argument, i.e. per kernel).
+template <auto Kernel>
+inline cudaError_t opt_in_smem(int bytes, bool non_portable_cluster = false) {
+  static int granted[kMaxDevices] = {};
+  const int d = current_device();
+  if (d < kMaxDevices && granted[d] == bytes) return cudaSuccess;
+  cudaError_t err = cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (err == cudaSuccess && non_portable_cluster)
+    err = cudaFuncSetAttribute(Kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  if (err == cudaSuccess && d < kMaxDevices) granted[d] = bytes;
+  return err;
+}
+
 // ---- host: launches -------------------------------------------------------------------------------------------
 
-// Launches `kernel` with programmatic dependent launch allowed: it may be scheduled while the kernel before it in
-// the stream is still running (hiding the launch gap), so it must call pdl_wait() before it reads what that kernel
-// writes or writes what it reads. The first kernel of a call is launched plainly: it orders the call after the
-// previous one.
+// Launches `kernel`; with `pdl`, programmatic dependent launch is allowed: it may be scheduled while the kernel
+// before it in the stream is still running (hiding the launch gap), so it must call pdl_wait() before it reads what
+// that kernel writes or writes what it reads. The first kernel of a call is launched plainly (launch): it orders
+// the call after the previous one. Returns this launch's own error (not one left pending by earlier work).
 template <typename... Params, typename... Args>
-inline cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                              Args... args) {
+inline cudaError_t launch_ex(bool pdl, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                             cudaStream_t stream, Args... args) {
   cudaLaunchAttribute attr{};
   attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr.val.programmaticStreamSerializationAllowed = 1;
@@ -335,8 +381,20 @@ inline cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, 
   config.dynamicSmemBytes = smem;
   config.stream = stream;
   config.attrs = &attr;
-  config.numAttrs = 1;
+  config.numAttrs = pdl ? 1 : 0;
   return cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
+}
+
+template <typename... Params, typename... Args>
+inline cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                              Args... args) {
+  return launch_ex(true, kernel, grid, block, smem, stream, args...);
+}
+
+template <typename... Params, typename... Args>
+inline cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                          Args... args) {
+  return launch_ex(false, kernel, grid, block, smem, stream, args...);
 }
 
 // ---- host: tensor maps ----------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@
 #include <cstdint>
 
 #include "dsa_sparse_attention_api.h"
+#include "sm90_ptx.cuh"
 
 namespace dsa_attn {
 
@@ -80,31 +81,14 @@ struct SplitConfig {
 
 // ---- PTX wrappers ------------------------------------------------------------------------------------------------
 
-__device__ __forceinline__ uint32_t smem_u32(const void* ptr) {
-    return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
-}
-
-// 16-byte global->shared copy bypassing L1; `valid == false` writes zeros and reads nothing.
-__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool valid) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0)
-                 : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-__device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], uint32_t addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
+using sm90::cp_async_16;  // the shared PTX helpers (templates/common/sm90_ptx.cuh)
+using sm90::cp_async_commit;
+using sm90::cp_async_wait;
+using sm90::cp_async_wait_all;
+using sm90::ldmatrix_x2;
+using sm90::ldmatrix_x4;
+using sm90::ldmatrix_x4_trans;
+using sm90::smem_u32;
 
 // D += A (16x16 bf16, row) * B (16x8 bf16, col), fp32 accumulators.
 __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
@@ -609,16 +593,9 @@ template <int BLOCK_N, int STAGES, int NUM_WARPS, bool PDL, bool FUSED = false, 
 cudaError_t launch(const DsaAttentionParams& p, cudaStream_t stream) {
     using Cfg = SplitConfig<BLOCK_N, STAGES, NUM_WARPS>;
     if (p.num_tokens <= 0) return cudaSuccess;
-    auto split_kernel = dsa_attention_split_kernel<BLOCK_N, STAGES, NUM_WARPS, FUSED, QK_CHAINS>;
-    int device = 0;
-    cudaError_t err = cudaGetDevice(&device);
+    constexpr auto split_kernel = dsa_attention_split_kernel<BLOCK_N, STAGES, NUM_WARPS, FUSED, QK_CHAINS>;
+    cudaError_t err = sm90::opt_in_smem<split_kernel>(Cfg::kMaxSmemBytes);  // once per device
     if (err != cudaSuccess) return err;
-    static bool smem_opt_in[64] = {};  // per device: raise the dynamic shared-memory limit once
-    if (device >= 64 || !smem_opt_in[device]) {
-        err = cudaFuncSetAttribute(split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kMaxSmemBytes);
-        if (err != cudaSuccess) return err;
-        if (device < 64) smem_opt_in[device] = true;
-    }
     if constexpr (FUSED) {
         // The grid barrier needs every CTA resident at once: the cooperative launch guarantees it (or fails).
         // splits > 1 only when tokens * splits <= SMs (choose_splits), so the grid is one CTA per SM at most.
@@ -635,21 +612,10 @@ cudaError_t launch(const DsaAttentionParams& p, cudaStream_t stream) {
         config.numAttrs = p.splits > 1 ? 1 : 0;
         return cudaLaunchKernelEx(&config, split_kernel, p);
     } else {
-        split_kernel<<<p.num_tokens * p.splits, Cfg::kThreads, Cfg::smem_bytes(p.splits), stream>>>(p);
-        err = cudaGetLastError();
+        err = sm90::launch(split_kernel, p.num_tokens * p.splits, Cfg::kThreads, Cfg::smem_bytes(p.splits), stream, p);
         if (err != cudaSuccess) return err;
-
-        cudaLaunchConfig_t config = {};
-        config.gridDim = dim3(p.num_tokens * kHeads * (kDimCkv / kMergeDims));
-        config.blockDim = dim3(kMergeWarps * 32);
-        config.dynamicSmemBytes = 0;
-        config.stream = stream;
-        cudaLaunchAttribute attribute[1];
-        attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attribute[0].val.programmaticStreamSerializationAllowed = 1;
-        config.attrs = attribute;
-        config.numAttrs = PDL ? 1 : 0;
-        return cudaLaunchKernelEx(&config, dsa_attention_merge_kernel<PDL>, p);
+        return sm90::launch_ex(PDL, dsa_attention_merge_kernel<PDL>, p.num_tokens * kHeads * (kDimCkv / kMergeDims),
+                               kMergeWarps * 32, 0, stream, p);
     }
 }
 

@@ -24,6 +24,8 @@
 
 #include <cstdint>
 
+#include "sm90_ptx.cuh"
+
 namespace dsa_indexer {
 
 namespace cg = cooperative_groups;
@@ -48,23 +50,10 @@ static_assert(kPageBytes % 16 == 0, "pages are copied in 16-byte chunks");
 // PTX wrappers
 // ---------------------------------------------------------------------------------------------------------------
 
-__device__ __forceinline__ void cp_async_16(void* smem_dst, const void* gmem_src) {
-  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem_dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(__cvta_generic_to_global(gmem_src))
-               : "memory");
-}
-
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-
-template <int PENDING>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING) : "memory");
-}
-
-// Split cluster barrier: every thread of every CTA in the cluster arrives, then waits. Release / acquire make
-// the shared-memory writes before an arrive visible to every thread of the cluster after its wait.
-__device__ __forceinline__ void cluster_arrive_release() { asm volatile("barrier.cluster.arrive.release;\n" ::: "memory"); }
-__device__ __forceinline__ void cluster_wait_acquire() { asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory"); }
+using sm90::cluster_arrive_release;  // the shared PTX helpers (templates/common/sm90_ptx.cuh)
+using sm90::cluster_wait_acquire;
+using sm90::cp_async_commit;
+using sm90::cp_async_wait;
 
 // D += A * B for one 16x8x16 f16 tile (fp32 accumulate), lane = 4 g + t. A regs: (row g, k 2t..2t+1),
 // (row g+8, k 2t..), (row g, k 2t+8..), (row g+8, k 2t+8..); B regs: (k 2t.., column g), (k 2t+8.., column g);
@@ -332,7 +321,8 @@ score_select_kernel(const uint8_t* __restrict__ q,        // [B, 64, 128] e4m3
     if (i < my_pages) {
       const uint8_t* src = k_cache + static_cast<size_t>(bt_row[page_begin + i]) * kPageBytes;
       uint8_t* dst = ring + (i % STAGES) * kPageBytes;
-      for (int c = tid; c < kChunksPerPage; c += kThreads) cp_async_16(dst + 16 * c, src + 16 * c);
+      for (int c = tid; c < kChunksPerPage; c += kThreads)
+        sm90::cp_async_16(sm90::smem_u32(dst + 16 * c), src + 16 * c);
     }
     cp_async_commit();
   };

@@ -18,6 +18,8 @@ void expect(const torch::Tensor& t, at::ScalarType type, std::vector<int64_t> sh
   TORCH_CHECK(t.is_cuda() && t.scalar_type() == type && t.sizes() == c10::IntArrayRef(shape) && t.is_contiguous(),
               name, ": expected a contiguous CUDA tensor of dtype ", type, " and shape ", shape, ", got ",
               t.scalar_type(), " ", t.sizes(), t.is_cuda() ? "" : " on the CPU");
+  // The kernels read and write every tensor with 16-byte vectors or TMA (a view at an odd offset would fault).
+  TORCH_CHECK(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0, name, ": expected a 16-byte aligned data pointer");
 }
 
 }  // namespace

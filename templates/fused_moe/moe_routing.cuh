@@ -169,6 +169,24 @@ __device__ __forceinline__ void emit_expert(const uint32_t* masks, int n, int t0
   }
 }
 
+// Warp e (of 32, one per local expert) holds expert e's count: every warp's lane 0 stages it, warp 0 turns the 32
+// counts into exclusive offsets (s_offsets) and, when `publish`, writes counts and offsets to o.meta. The caller
+// syncs the CTA before it reads s_offsets.
+__device__ __forceinline__ void publish_counts(int count, int e, int lane, bool publish, int* s_counts, int* s_offsets,
+                                               const PermOut& o) {
+  if (lane == 0) s_counts[e] = count;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    const int c = s_counts[threadIdx.x];
+    const int excl = warp_inclusive_sum(c) - c;
+    s_offsets[threadIdx.x] = excl;
+    if (publish) {
+      o.meta->counts[threadIdx.x] = c;
+      o.meta->offsets[threadIdx.x] = excl;
+    }
+  }
+}
+
 // ceil(T / CHUNK) CTAs; CTA c emits the assignments of tokens [c CHUNK, (c + 1) CHUNK). The first slot of its
 // tokens for expert e is offsets[e] (exclusive prefix over experts of the total counts) plus e's count among the
 // tokens before the chunk. Every CTA counts all T masks itself (ballots over masks staged through shared memory,
@@ -202,17 +220,7 @@ __global__ void __launch_bounds__(1024) permute_kernel(const uint32_t* __restric
       total += cnt_head + count_expert(s_mask + head, n - head, e);
     }
   }
-  if (lane == 0) s_counts[e] = total;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    const int c = s_counts[threadIdx.x];
-    const int excl = warp_inclusive_sum(c) - c;
-    s_offsets[threadIdx.x] = excl;
-    if (blockIdx.x == 0) {
-      o.meta->counts[threadIdx.x] = c;
-      o.meta->offsets[threadIdx.x] = excl;
-    }
-  }
+  publish_counts(total, e, lane, blockIdx.x == 0, s_counts, s_offsets, o);
   const int n = min(CHUNK, T - c0);
   __syncthreads();
   for (int i = threadIdx.x; i < n; i += 1024) s_mask[i] = mask[c0 + i];
@@ -234,16 +242,7 @@ __global__ void __launch_bounds__(1024) route_permute_kernel(RouteArgs a, uint32
     if (lane == 0) s_mask[t] = mask[t] = m;
   }
   __syncthreads();
-  const int cnt = count_expert(s_mask, a.T, warp);
-  if (lane == 0) s_counts[warp] = cnt;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    const int c = s_counts[threadIdx.x];
-    const int excl = warp_inclusive_sum(c) - c;
-    s_offsets[threadIdx.x] = excl;
-    o.meta->counts[threadIdx.x] = c;
-    o.meta->offsets[threadIdx.x] = excl;
-  }
+  publish_counts(count_expert(s_mask, a.T, warp), warp, lane, true, s_counts, s_offsets, o);
   __syncthreads();
   emit_expert(s_mask, a.T, 0, warp, s_offsets[warp], o, s_w);
 }

@@ -79,6 +79,17 @@ struct GemmArgs {
 
 // e4m3 of a (already divided by its block scale), and e4m3(16 x the rounding residual): hi + lo / 16 carries about
 // 8 mantissa bits instead of 3 (the FP8 intermediate's rounding is most of its error against the fp32 reference).
+// Per-(row, 128 columns) requantisation scale of the intermediate: amax / 448, never below 1e-30 so that 1 / scale
+// stays finite for a tiny nonzero amax (448 / 1e-37 overflows to inf, and 0 * inf is NaN); an all-zero block gets
+// values 0 under that scale.
+struct BlockScale {
+  float scale, inv;
+};
+__device__ __forceinline__ BlockScale e4m3_block_scale(float amax) {
+  const float scale = fmaxf(amax * (1.0f / 448.0f), 1e-30f);
+  return {scale, 1.0f / scale};
+}
+
 __device__ __forceinline__ uint8_t e4m3_hi_lo(float a, uint8_t& lo) {
   const uint16_t hi = sm90::pack_e4m3x2(a, 0.0f);
   lo = static_cast<uint8_t>(sm90::pack_e4m3x2(16.0f * (a - sm90::unpack_e4m3x2(hi).x), 0.0f) & 0xFFu);
@@ -287,6 +298,7 @@ __global__ void __launch_bounds__(128 * (kConsumers + 1), 1)
         sm90::wgmma_commit();
         sm90::wgmma_wait<0>();
         sm90::fence_regs(part);
+        __syncwarp();  // every lane of the warp is done with the stage (its scales too)
         if (lane == 0) sm90::mbar_arrive(empty0 + 8 * stage);
         if (++stage == kStages) stage = 0, phase ^= 1;
 
@@ -350,8 +362,8 @@ __global__ void __launch_bounds__(128 * (kConsumers + 1), 1)
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const int row = my_row + 8 * h;
-            const float amax = h == 0 ? m0 : m1;
-            const float inv = amax > 0.0f ? 448.0f / amax : 0.0f;  // all-zero block: scale 0, values 0
+            const BlockScale bs = e4m3_block_scale(h == 0 ? m0 : m1);
+            const float inv = bs.inv;
             if (row >= t.rows) continue;
             uint8_t* dst = static_cast<uint8_t*>(args.out) + static_cast<size_t>(t.row0 + row) * args.ldo +
                            t.nu * 128 + 2 * quad;
@@ -362,7 +374,7 @@ __global__ void __launch_bounds__(128 * (kConsumers + 1), 1)
               *reinterpret_cast<uint16_t*>(dst + 64 + 8 * i) =
                   sm90::pack_e4m3x2(cur[4 * i + 2 * h] * inv, cur[4 * i + 2 * h + 1] * inv);
             }
-            if (quad == 0) args.out_scale[static_cast<size_t>(t.nu) * args.out_scale_ld + t.row0 + row] = amax / 448.0f;
+            if (quad == 0) args.out_scale[static_cast<size_t>(t.nu) * args.out_scale_ld + t.row0 + row] = bs.scale;
           }
         }
       }

@@ -57,7 +57,8 @@ cudaError_t gather_rows(const void* x, const float* x_scale, int T, int k, const
                         const int* offsets, int groups, void* xp, float* xps, int xps_ld, cudaStream_t stream);
 
 // The whole MoE on the wgmma path with one tile configuration for both GEMMs (swap-AB tiles may split K):
-// route -> permute -> gather -> GEMM1 (SwiGLU, e4m3) [-> split finish] -> GEMM2 (bf16 x weight) -> combine;
+// route -> permute -> gather -> GEMM1 (SwiGLU, e4m3; split-K units finished by their last split) -> GEMM2
+// (bf16 x weight, or f32 split partials) -> combine;
 // no host synchronisation. a.workspace holds test_workspace(a.T).bytes.
 MoeWorkspace test_workspace(int64_t T);
 cudaError_t moe_forward(const LaunchArgs& a, cudaStream_t stream, Tile tile = Tile::kTile128);

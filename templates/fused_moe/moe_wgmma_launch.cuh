@@ -22,16 +22,6 @@
 namespace fused_moe {
 namespace wg {
 
-inline int num_sms() {
-  static const int n = [] {
-    int dev = 0, count = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev);
-    return count;
-  }();
-  return n;
-}
-
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 // What every grouped GEMM needs: whole 128-blocks of K, N a multiple of the unit width, 16-byte aligned operands
@@ -66,10 +56,9 @@ cudaError_t launch_rows(const GroupedGemm& p, cudaStream_t stream) {
   if (!gemm_args_ok(p, C::kSwiGlu ? 256 : 128)) return cudaErrorInvalidValue;
   CUtensorMap tm_a, tm_sfa, tm_b;
   if (!encode_maps(p, C::kBM, C::kSfaBox, C::kBoxB, 0, &tm_a, &tm_sfa, &tm_b)) return cudaErrorInvalidValue;
-  auto kernel = grouped_gemm_kernel<kConsumers, 128, kStages, kEpi>;
-  static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
-  if (attr != cudaSuccess) return attr;
-  return sm90::launch_pdl(kernel, num_sms(), C::kThreads, C::kSmem, stream, tm_a, tm_sfa, tm_b, gemm_args(p));
+  constexpr auto kernel = grouped_gemm_kernel<kConsumers, 128, kStages, kEpi>;
+  if (const cudaError_t err = sm90::opt_in_smem<kernel>(C::kSmem); err != cudaSuccess) return err;
+  return sm90::launch_pdl(kernel, sm90::sm_count(), C::kThreads, C::kSmem, stream, tm_a, tm_sfa, tm_b, gemm_args(p));
 }
 
 // Swap-AB tiles: 128 weight rows x kNT assignment rows per unit (grouped_gemm_swap_kernel); split K when
@@ -81,17 +70,16 @@ cudaError_t launch_swap(const GroupedGemm& p, cudaStream_t stream) {
   CUtensorMap tm_t, tm_sfa, tm_w;
   if (!encode_maps(p, kNT, C::kSfaBox, C::kWRows, kTBoxes == 2 ? p.lo_rows : 0, &tm_t, &tm_sfa, &tm_w))
     return cudaErrorInvalidValue;
-  auto kernel = grouped_gemm_swap_kernel<kNT, kStages, kEpi, kTBoxes>;
-  static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
-  if (attr != cudaSuccess) return attr;
-  return sm90::launch_pdl(kernel, num_sms(), C::kThreads, C::kSmem, stream, tm_t, tm_sfa, tm_w, gemm_args(p));
+  constexpr auto kernel = grouped_gemm_swap_kernel<kNT, kStages, kEpi, kTBoxes>;
+  if (const cudaError_t err = sm90::opt_in_smem<kernel>(C::kSmem); err != cudaSuccess) return err;
+  return sm90::launch_pdl(kernel, sm90::sm_count(), C::kThreads, C::kSmem, stream, tm_t, tm_sfa, tm_w, gemm_args(p));
 }
 
 inline cudaError_t gather_rows_pdl(const void* x, const float* x_scale, int T, int k, const int* perm_tok,
                                    const int* counts, const int* offsets, int groups, void* xp, float* xps,
                                    int xps_ld, cudaStream_t stream) {
   if (groups < 1 || k % 128 != 0 || !aligned16(x) || !aligned16(xp)) return cudaErrorInvalidValue;
-  return sm90::launch_pdl(gather_rows_kernel, 4 * num_sms(), 256, 0, stream, static_cast<const uint8_t*>(x), x_scale,
+  return sm90::launch_pdl(gather_rows_kernel, 4 * sm90::sm_count(), 256, 0, stream, static_cast<const uint8_t*>(x), x_scale,
                           T, perm_tok, counts, offsets, groups, k / 128, static_cast<uint8_t*>(xp), xps, xps_ld);
 }
 
@@ -138,12 +126,12 @@ inline cudaError_t moe_forward(const LaunchArgs& a, const MoePlan& plan, cudaStr
   const PermOut perm{meta, perm_tok, perm_w, slot_of, unit_done, ws.units};
   cudaError_t err;
   if (a.T <= kRoutePermuteTMax) {
-    route_permute_kernel<kRoutePermuteTMax><<<1, 1024, 0, stream>>>(route, mask, perm);
-    if ((err = cudaGetLastError()) != cudaSuccess) return fail("route + permute", err);
+    err = sm90::launch(route_permute_kernel<kRoutePermuteTMax>, 1, 1024, 0, stream, route, mask, perm);
+    if (err != cudaSuccess) return fail("route + permute", err);
   } else {
-    route_kernel<kRouteWarps><<<(a.T + kRouteWarps - 1) / kRouteWarps, kRouteWarps * 32, 0, stream>>>(route, mask,
-                                                                                                       local_w);
-    if ((err = cudaGetLastError()) != cudaSuccess) return fail("route", err);
+    err = sm90::launch(route_kernel<kRouteWarps>, (a.T + kRouteWarps - 1) / kRouteWarps, kRouteWarps * 32, 0, stream,
+                       route, mask, local_w);
+    if (err != cudaSuccess) return fail("route", err);
     err = sm90::launch_pdl(permute_kernel<kPermuteChunk, kPermuteStage>, (a.T + kPermuteChunk - 1) / kPermuteChunk,
                            1024, 0, stream, static_cast<const uint32_t*>(mask), static_cast<const float*>(local_w),
                            a.T, perm);
@@ -168,7 +156,7 @@ inline cudaError_t moe_forward(const LaunchArgs& a, const MoePlan& plan, cudaStr
   g2.lo_rows = plan.hi_lo ? cap : 0;
   if ((err = plan.gemm2(g2, stream)) != cudaSuccess) return fail("GEMM2", err);
   const CombineArgs comb{meta, mask, slot_of, ypart, part2, splits, static_cast<__nv_bfloat16*>(a.out), a.T};
-  err = sm90::launch_pdl(combine_kernel, std::min(a.T * kCombineChunks, 16 * num_sms()), 128, 0, stream, comb);
+  err = sm90::launch_pdl(combine_kernel, std::min(a.T * kCombineChunks, 16 * sm90::sm_count()), 128, 0, stream, comb);
   return err == cudaSuccess ? err : fail("combine", err);
 }
 

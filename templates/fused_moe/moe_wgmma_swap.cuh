@@ -13,9 +13,9 @@
 //    8i + 2(lane%4) + {0, 1}; promotion uses one weight scale per warpgroup and one scale_a per token column.
 //  * Split-K for few units (small T: one active expert's GEMM1 is only 16 units for 132 SMs): each unit's K blocks
 //    are cut into S contiguous ranges (choose_splits, from the routed counts, on the device), unit u runs
-//    (u / S, split u % S), and every split writes f32 partial sums to args.partial; swiglu_finish_kernel (GEMM1)
-//    (GEMM1: the last split of a unit to arrive, counted in args.unit_done, adds them in split order and runs the
-//    SwiGLU epilogue; GEMM2: the combine adds them). S = 1 keeps the fused epilogues.
+//    (u / S, split u % S), and every split writes f32 partial sums to args.partial (GEMM1: the last split of a
+//    unit to arrive, counted in args.unit_done, adds them in split order and runs the SwiGLU epilogue,
+//    swiglu_finish_unit; GEMM2: the combine adds them). S = 1 keeps the fused epilogues.
 //  * hi + lo intermediate (args.lo_rows > 0): GEMM1 writes e4m3(16 x rounding residual) below the e4m3 output;
 //    GEMM2 with kTBoxes = 2 loads both token boxes and promotes (hi + lo / 16) x scale.
 #pragma once
@@ -79,7 +79,8 @@ __device__ __forceinline__ void swiglu_finish_unit(const GemmArgs& a, const Unit
     for (int k = 0; k < 4; ++k) amax = fmaxf(amax, fabsf(v[k] = silu_mul(x2[k], x1[k])));
 #pragma unroll
     for (int d = 16; d >= 1; d >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, d));
-    const float inv = amax > 0.0f ? 448.0f / amax : 0.0f;
+    const BlockScale bs = e4m3_block_scale(amax);
+    const float inv = bs.inv;
     uint32_t hi = 0, lo = 0;
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
@@ -90,7 +91,7 @@ __device__ __forceinline__ void swiglu_finish_unit(const GemmArgs& a, const Unit
     uint8_t* dst = static_cast<uint8_t*>(a.out) + static_cast<size_t>(row) * a.ldo + col;
     *reinterpret_cast<uint32_t*>(dst) = hi;
     if (a.lo_rows > 0) *reinterpret_cast<uint32_t*>(dst + static_cast<size_t>(a.lo_rows) * a.ldo) = lo;
-    if (lane == 0) a.out_scale[static_cast<size_t>(t.nu) * a.out_scale_ld + row] = amax / 448.0f;
+    if (lane == 0) a.out_scale[static_cast<size_t>(t.nu) * a.out_scale_ld + row] = bs.scale;
   }
 }
 
@@ -235,6 +236,7 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
         for (int i = 0; i < C::kAcc; ++i) part_x[i] += 0.0625f * part_y[i];  // hi + lo / 16, one weight scale
       }
+      __syncwarp();  // every lane of the warp is done with the stage (its scales too)
       if (lane == 0) sm90::mbar_arrive(empty0 + 8 * stage);
       if (++stage == kStages) stage = 0, phase ^= 1;
 
@@ -328,7 +330,8 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
           for (int w = 0; w < 8; ++w) amax = fmaxf(amax, xch[w * kNT + tok]);
           if (tok >= t.rows) continue;
-          const float inv = amax > 0.0f ? 448.0f / amax : 0.0f;
+          const BlockScale bs = e4m3_block_scale(amax);
+          const float inv = bs.inv;
           uint8_t* dst = static_cast<uint8_t*>(args.out) + static_cast<size_t>(t.row0 + tok) * args.ldo + out_col;
           uint8_t lo0, lo8;
           dst[0] = e4m3_hi_lo(v[4 * i + j] * inv, lo0);
@@ -338,7 +341,7 @@ __global__ void __launch_bounds__(384, 1)
             dst[static_cast<size_t>(args.lo_rows) * args.ldo + 8] = lo8;
           }
           if (cw == 0 && lane < 4)
-            args.out_scale[static_cast<size_t>(t.nu) * args.out_scale_ld + t.row0 + tok] = amax / 448.0f;
+            args.out_scale[static_cast<size_t>(t.nu) * args.out_scale_ld + t.row0 + tok] = bs.scale;
         }
       parity ^= 1;  // the next unit writes the other buffer; its barrier orders this unit's reads before reuse
     }
