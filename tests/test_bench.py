@@ -201,3 +201,31 @@ def test_baselines_of_several_devices_run_in_processes_of_their_own():
     got = time_all_baselines(INDEXER, chosen, [chosen], ["cpu"], seed=3, config=every_other, peer_names=[],
                              progress=lambda line: None)
     assert got[chosen[0].uuid]["reference_latency_ms"] > 0 and got[chosen[1].uuid] == {}
+
+
+def test_peer_builds_run_beside_the_gate_on_the_cores_it_leaves_free(monkeypatch):
+    from sdk.bench import peer_builds
+    from sdk.env import peers as prebuild
+
+    calls, affinity = [], []
+    monkeypatch.setattr(peer_builds, "_cores", lambda: set(range(8)))
+    monkeypatch.setattr(peer_builds.os, "sched_setaffinity", lambda pid, cores: affinity.append(set(cores)))
+
+    def fake_run(**kw):
+        calls.append(kw)
+        return {"rows": [{"peer": "p1", "status": "BUILT", "first_call_s": 12.5}], "errors": []}
+
+    monkeypatch.setattr(prebuild, "run", fake_run)
+    builds = peer_builds.PeerBuilds(["p1"], 60.0, progress=lambda line: None).start()
+    assert affinity == [{0, 1}]  # the judge keeps two cores while the compilers run
+    report = builds.wait()
+    assert calls[0]["names"] == ["p1"] and calls[0]["child_cores"] == set(range(2, 8))
+    assert affinity[-1] == set(range(8))  # given back before the baselines are timed
+    assert report["overlapped_with_gate"] is True and report["rows"] == [
+        {"peer": "p1", "status": "BUILT", "first_call_s": 12.5}]
+    assert builds.wait()["rows"] == report["rows"]  # a second wait changes nothing
+
+    affinity.clear()
+    monkeypatch.setattr(peer_builds, "_cores", lambda: {0, 1})
+    alone = peer_builds.PeerBuilds(["p1"], 60.0, progress=lambda line: None).start().wait()
+    assert affinity == [] and alone["overlapped_with_gate"] is False and calls[-1]["child_cores"] is None

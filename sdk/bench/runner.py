@@ -1,7 +1,8 @@
 """`bench`: every solution on its definition's workloads, with the reference, peers and floors, in one run.
 
-Per definition: first the baselines (reference and peers, in this process: `baselines`), then each solution through
-the gate with a timing plan, so every timed call is also a call the judge may check (`sdk.gate.judge`); latencies
+Per definition: first each solution through the gate with a timing plan, so every timed call is also a call the
+judge may check (`sdk.gate.judge`), while the peers' JIT builds run beside it (`peer_builds`); then the baselines
+(reference and peers, in this process: `baselines`), timed with every JIT cache warm; latencies
 come from the judge's raw per-call records (`stats`). A row that passed the checks but ran faster than its physical
 floor is rejected, not reported. With several GPUs, each gets its own worker process and a share of the workloads.
 """
@@ -23,6 +24,7 @@ from ..gate import contest_tolerance, draw_seed, gate_solution
 from ..solutions import REPO_ROOT, SolutionPackage
 from . import floors, scoring, stats
 from .baselines import HOST, time_baselines
+from .peer_builds import PeerBuilds
 from .config import BenchConfig
 from .rows import SCHEMA, ResultRow
 from .timing import CUPTI, WALL
@@ -289,43 +291,65 @@ def run_bench(packages: list[SolutionPackage], config: BenchConfig = BenchConfig
         by_def.setdefault(package.solution.definition, []).append(package)
     rows: list[dict] = []
     plan = config.plan(device)
-    for definition, group in by_def.items():
+    chosen_by_def: dict[str, list[Workload]] = {}
+    peers_by_def: dict[str, list[str]] = {}
+    for definition in by_def:
         if workload_sets and definition in workload_sets:
-            chosen = list(workload_sets[definition])
+            chosen_by_def[definition] = list(workload_sets[definition])
         else:
-            chosen = wl.select(definition, config.keys) if config.keys else list(wl.load(definition))[::config.stride]
-        tol = contest_tolerance(definition)
-        peer_names = []
+            chosen_by_def[definition] = (wl.select(definition, config.keys) if config.keys
+                                         else list(wl.load(definition))[::config.stride])
+        peers_by_def[definition] = []
         if config.peers:
             from .. import peers as peer_mod
 
-            peer_names = [p.name for p in peer_mod.peers_for(definition)
-                          if not config.peer_filter or any(f in p.name for f in config.peer_filter)]
-        # One share of the workloads per GPU, fixed for the definition: a workload's reference, peers and probe
-        # are timed on the GPU that gates and times its solutions.
-        shares = spread(chosen, len(devices), workload_cost)
-        where = {w.uuid: dev for share, dev in zip(shares, devices) for w in share}
-        baselines = time_all_baselines(definition, chosen, shares, devices, seed=seed, config=config,
-                                       peer_names=peer_names, progress=progress)
-        for package in group:
-            trace_path = trace_dir / f"{package.name}.jsonl" if trace_dir else None
-            results = []
-            lock = threading.Lock()
+            peers_by_def[definition] = [p.name for p in peer_mod.peers_for(definition)
+                                        if not config.peer_filter or any(f in p.name for f in config.peer_filter)]
+    build_names = [n for names in peers_by_def.values() for n in names]
+    builds = None
+    if gpu and (build_names or config.reference):
+        from ..env.peers import PROBE
 
-            def drive(share, dev, package=package, trace_path=trace_path):
-                done = gate_solution(package.solution, definition, share, seed=seed, tol=tol,
-                                     timeout_s=config.timeout_s, device=dev, trace_path=trace_path, plan=plan,
-                                     skip_after_timeout=True, first_call_extra_s=config.compile_budget_s,
-                                     progress=lambda i, n, r: progress(_progress_line(package, dev, i, n, r)))
-                with lock:
-                    results.extend(done)
+        builds = PeerBuilds(build_names + [PROBE], config.compile_budget_s, progress).start()
+    try:
+        for definition, group in by_def.items():
+            chosen, peer_names = chosen_by_def[definition], peers_by_def[definition]
+            tol = contest_tolerance(definition)
+            # One share of the workloads per GPU, fixed for the definition: a workload's reference, peers and
+            # probe are timed on the GPU that gates and times its solutions.
+            shares = spread(chosen, len(devices), workload_cost)
+            where = {w.uuid: dev for share, dev in zip(shares, devices) for w in share}
+            gated: list[tuple[SolutionPackage, list]] = []
+            for package in group:  # the solutions first: the peers' JIT builds run beside them
+                trace_path = trace_dir / f"{package.name}.jsonl" if trace_dir else None
+                results = []
+                lock = threading.Lock()
 
-            _run_shares(drive, shares, devices)
-            order = {w.uuid: i for i, w in enumerate(chosen)}
-            results.sort(key=lambda r: order[r.workload.uuid])
+                def drive(share, dev, package=package, trace_path=trace_path, results=results, lock=lock):
+                    done = gate_solution(package.solution, definition, share, seed=seed, tol=tol,
+                                         timeout_s=config.timeout_s, device=dev, trace_path=trace_path, plan=plan,
+                                         skip_after_timeout=True, first_call_extra_s=config.compile_budget_s,
+                                         progress=lambda i, n, r: progress(_progress_line(package, dev, i, n, r)))
+                    with lock:
+                        results.extend(done)
+
+                _run_shares(drive, shares, devices)
+                order = {w.uuid: i for i, w in enumerate(chosen)}
+                results.sort(key=lambda r: order[r.workload.uuid])
+                gated.append((package, results))
+                partial = [{**make_row(p, r, {}, ceilings, gpu), "device": where[r.workload.uuid]}
+                           for p, res in gated for r in res]
+                _save(env, rows + partial, out_dir, tag, complete=False)  # a killed run keeps the gate's verdicts
+            if builds is not None and "peer_builds" not in env:
+                env["peer_builds"] = builds.wait()
+            baselines = time_all_baselines(definition, chosen, shares, devices, seed=seed, config=config,
+                                           peer_names=peer_names, progress=progress)
             rows.extend({**make_row(package, r, baselines.get(r.workload.uuid, {}), ceilings, gpu),
-                         "device": where[r.workload.uuid]} for r in results)
-            _save(env, rows, out_dir, tag, complete=False)  # a killed run keeps what it had
+                         "device": where[r.workload.uuid]} for package, results in gated for r in results)
+            _save(env, rows, out_dir, tag, complete=False)
+    finally:
+        if builds is not None:
+            env.setdefault("peer_builds", builds.wait())
     return _save(env, rows, out_dir, tag, complete=True)
 
 

@@ -13,6 +13,7 @@ child for the peers after it. Prebuilt kernels go first, long JIT compiles last 
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -197,15 +198,18 @@ def describe(row: dict) -> str:
 
 
 def run(*, only: str = "", check: bool = False, budget_s: float = 300.0, grace_s: float = 45.0, iters: int = 20,
-        out_dir: Path | None = None, echo=print) -> dict:
-    """Prebuild (and with `check`, gate and time) every peer; returns the report, also written as JSON to out_dir."""
+        out_dir: Path | None = None, echo=print, names: list[str] | None = None, child_cores: set[int] | None = None,
+        write_report: bool = True) -> dict:
+    """Prebuild (and with `check`, gate and time) every peer (or the peers and PROBE in `names`); returns the report,
+    also written as JSON to out_dir. `child_cores`: the CPUs the child process (and its compilers) may use."""
     from .. import peers
 
     deadline = time.time() + budget_s
     chosen = workloads_for(check)
-    todo = [p for d in chosen for p in peers.peers_for(d) if only in p.name]
+    todo = [p for d in chosen for p in peers.peers_for(d) if only in p.name and (names is None or p.name in names)]
+    wanted = names
     names = [p.name for p in sorted(todo, key=lambda p: p.jit_weight)]
-    if only in PROBE:
+    if (wanted is None and only in PROBE) or (wanted is not None and PROBE in wanted):
         names.insert(0, PROBE)
     report: dict = {"mode": "check" if check else "prebuild", "rows": [], "errors": []}
     out_dir = Path(out_dir) if out_dir else None
@@ -217,7 +221,8 @@ def run(*, only: str = "", check: bool = False, budget_s: float = 300.0, grace_s
         seen = len(events.read_text().splitlines()) if events.exists() else 0
         try:
             proc = subprocess.run([sys.executable, "-m", "sdk.env.peers", spec], stderr=subprocess.PIPE, text=True,
-                                  timeout=max(deadline - time.time(), 0) + grace_s)
+                                  timeout=max(deadline - time.time(), 0) + grace_s,
+                                  preexec_fn=(lambda: os.sched_setaffinity(0, child_cores)) if child_cores else None)
             rc, stderr = proc.returncode, proc.stderr
         except subprocess.TimeoutExpired:
             rc, stderr = "timeout (budget + grace spent)", ""
@@ -245,7 +250,7 @@ def run(*, only: str = "", check: bool = False, budget_s: float = 300.0, grace_s
             echo(report["errors"][-1])
             break
     events.unlink(missing_ok=True)
-    if out_dir:
+    if out_dir and write_report:
         (out_dir / f"peers_{report['mode']}.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
     return report
 
