@@ -135,7 +135,8 @@ def repro(session: nox.Session) -> None:
     definition, into its own `...-repro-moe.json`), then render repro/REPORT.md from every repro results file of
     the newest day: the per-definition runs of one device day make one report."""
     python = in_place_python(session)
-    run_sdk(session, python, "bench", "--tag", "repro", *session.posargs)
+    run_sdk(session, python, "bench", "--tag", "repro", "--settings", str(ROOT / "repro" / "settings.toml"),
+            *session.posargs)
     files = sorted((ROOT / "repro" / "results").glob("*-repro*.json"))
     if not files:  # bench wrote elsewhere (--out): render that folder's files with `fib-sdk report FILE ...`
         session.log("no repro results file in repro/results/: REPORT.md not rendered")

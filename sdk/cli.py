@@ -312,28 +312,46 @@ def _fmt(x, spec=".4g"):
               help="Write Trace JSONL per solution into this folder (the folder holding it must exist).")
 @click.option("--remote", type=click.Choice(["modal"]), default=None,
               help="Run on a Modal B200 (README, 'Remote bench on Modal').")
+@click.option("--settings", "settings_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="TOML of bench settings per definition ([<part of the definition name>] with e.g. iters = 20); "
+                   "options given here win. `nox -s repro` passes repro/settings.toml.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results JSON instead of tables.")
-def bench(solution_dirs, definition_filter, keys, stride, trials, seed, warmup, iters, checks, budget_ms, min_iters,
-          no_peers, peer_filter,
-          no_reference, baseline_every, reference_iters, timeout, compile_budget, out_dir, tag, trace_dir, remote,
-          as_json):
+@click.pass_context
+def bench(ctx, solution_dirs, definition_filter, keys, stride, trials, seed, warmup, iters, checks, budget_ms,
+          min_iters, no_peers, peer_filter, no_reference, baseline_every, reference_iters, timeout, compile_budget,
+          out_dir, tag, trace_dir, remote, settings_file, as_json):
     """Gate and time SOLUTION_DIRS (default: every package in solutions/) with the reference and peers."""
+    from click.core import ParameterSource
+    from pydantic import ValidationError
     from tabulate import tabulate
 
     from .bench.config import BenchConfig
     from .bench.runner import run_bench
     from .paths import under_root
 
-    config = BenchConfig(keys=list(keys), stride=stride, trials=trials, seed=seed, warmup=warmup, iters=iters,
-                         checks=checks, budget_ms=budget_ms or None, min_iters=min_iters, peers=not no_peers, peer_filter=list(peer_filter), reference=not no_reference,
-                         baseline_every=baseline_every, reference_iters=reference_iters, timeout_s=timeout,
-                         compile_budget_s=compile_budget)
     packages = _packages(solution_dirs)
     if definition_filter:
         packages = [p for p in packages if any(f in p.solution.definition for f in definition_filter)]
         if not packages:
             raise BadInputError(f"no package's definition contains {' or '.join(definition_filter)}")
         tag = "-".join([*([tag] if tag else []), *definition_filter])  # one results file per definition's run
+    tuned = dict(trials=trials, warmup=warmup, iters=iters, checks=checks, budget_ms=budget_ms or None,
+                 min_iters=min_iters, reference_iters=reference_iters, timeout_s=timeout,
+                 compile_budget_s=compile_budget)
+    if settings_file:
+        from .bench.settings import settings_for
+
+        option = {"timeout_s": "timeout", "compile_budget_s": "compile_budget"}
+        for key, value in settings_for(settings_file, {p.solution.definition for p in packages}).items():
+            if ctx.get_parameter_source(option.get(key, key)) is ParameterSource.DEFAULT:
+                tuned[key] = value
+    try:
+        config = BenchConfig(keys=list(keys), stride=stride, seed=seed, peers=not no_peers,
+                             peer_filter=list(peer_filter), reference=not no_reference,
+                             baseline_every=baseline_every, **tuned)
+    except ValidationError as exc:  # a bad value in --settings (the options' own types are checked by click)
+        raise BadInputError("bench settings: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
+                                                            for e in exc.errors())) from None
     out_dir = out_dir if out_dir is not None else under_root("repro/results")
     if remote == "modal":
         from .bench import remote as remote_mod

@@ -321,3 +321,31 @@ def test_remote_modal_without_the_package_names_the_extra(package, monkeypatch):
     monkeypatch.setitem(sys.modules, "modal", None)  # not installed, whatever this machine has
     assert_one_error_line(invoke("bench", package, "--remote", "modal"), 4, "[modal]", "modal token new",
                           "Remote bench on Modal")
+
+
+def test_bench_settings_size_a_definition_and_the_command_line_wins(tmp_path):
+    from sdk.bench.settings import settings_for
+
+    settings = tmp_path / "settings.toml"
+    settings.write_text("[indexer]\niters = 0\n[attention]\nwarmup = 2\n")
+    baseline = ROOT / "solutions" / "dsa_topk_indexer_torch_baseline"
+    # the file's value applies: its error names the setting
+    assert_one_error_line(invoke("bench", baseline, "--settings", settings, "--no-peers"), 3,
+                          "bench settings", "iters")
+    # an option given on the command line wins over the file: the run gets as far as choosing workloads
+    assert_one_error_line(invoke("bench", baseline, "--settings", settings, "--iters", 3, "--workloads", "zzzz",
+                                 "--no-peers"), 3, "zzzz")
+    assert settings_for(settings, {"dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps64"}) == {"warmup": 2}
+    with pytest.raises(BadInputError, match="use --definition"):
+        settings_for(settings, {INDEXER, "dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps64"})
+    settings.write_text("[indexer]\nspeed = 11\n")
+    with pytest.raises(BadInputError, match="unknown setting"):
+        settings_for(settings, {INDEXER})
+
+
+def test_the_repro_settings_fit_every_definition():
+    from sdk.bench.config import BenchConfig
+    from sdk.bench.settings import settings_for
+
+    for name in definitions.names():
+        BenchConfig(**settings_for(ROOT / "repro" / "settings.toml", {name}))  # valid values for every definition

@@ -371,6 +371,9 @@ def test_results_rows_carry_the_probes_mean_bytes_over_its_trials():
     assert got["path"] == "ranges" and got["variant"] == "bulk" and got["ranges_trials"] == [2, 1]
     mixed = probe_summary([{**trials[0], "path": "pieces", "variant": "pieces"}, trials[1]])
     assert mixed["path"] == "pieces+ranges" and mixed["variant"] == "bulk+pieces"
+    timed = probe_summary([{**trials[0], "variant": "hint", "variant_ms": {"ranges": 0.011, "hint": 0.010}},
+                           {**trials[1], "variant": "ranges", "variant_ms": {"ranges": 0.002, "hint": 0.003}}])
+    assert timed["variant"] == "hint+ranges" and timed["variant_ms_trials"][0] == {"ranges": 0.011, "hint": 0.010}
 
 
 # ---- the kernel: compiles here, runs on the GPU --------------------------------------------------------------------
@@ -449,6 +452,24 @@ PLAN_CASES = [
     (MOE, small_moe, "ranges"),
     (MOE, small_moe, "pieces"),
 ]
+
+
+# The bound's candidates: on a ranges-path plan the default kernel and every other BOUND_VARIANTS kernel, on a
+# pieces-path plan its one kernel; each reads every planned byte.
+@pytest.mark.gpu
+@pytest.mark.parametrize("name,make", [(MOE, small_moe), (ATTENTION, PLAN_CASES[3][1])])
+def test_bound_candidates_read_the_same_bytes(name, make):
+    x = {k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in make().items()}
+    candidates = probe.prepare_candidates(name, x)
+    first = candidates[0]
+    if first.path == "ranges":
+        assert [c.variant for c in candidates] == [probe.DEFAULT_VARIANT] + [
+            v for v in probe.BOUND_VARIANTS if v != probe.DEFAULT_VARIANT]
+    else:
+        assert [c.variant for c in candidates] == ["pieces"]
+    for ready in candidates:
+        assert ready.plan.read_bytes == first.plan.read_bytes and ready.plan.write_bytes == first.plan.write_bytes
+        check_launch(ready, x)
 
 
 # Every ranges-path variant on the plans that take that path; on the others a variant falls back to the pieces kernel.

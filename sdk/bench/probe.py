@@ -44,6 +44,10 @@ VARIANTS = ("ranges", "lean", "wide", "hint", "bulk")  # the ranges-path kernels
 # same-size copy). The others are candidates for tests/test_probe.py::test_probe_variants_against_copy to rank.
 DEFAULT_VARIANT = "ranges"
 FALLBACK_VARIANT = "ranges"  # where "auto" cannot run DEFAULT_VARIANT
+# The bench times each of these on a ranges-path plan and takes the faster as the bound (the fastest known way to
+# read those bytes): on the H200 (2026-12-01, test_probe_variants_against_copy) "hint" led at 16 and 64 MiB (80% and
+# 84% of a same-size copy against 77% and 76%) and "ranges" at 1 GiB (103% against 83%).
+BOUND_VARIANTS = ("ranges", "hint")
 HERE = Path(__file__).parent
 KERNEL_SOURCES = ("probe_stream.cu", "probe_binding.cpp")
 # The bulk variant includes the shared Hopper helpers from a source checkout's templates/common; where that folder
@@ -341,6 +345,18 @@ class Probe:
 def prepare(definition_name: str, inputs: dict, path: str = "auto", variant: str = "auto") -> Probe:
     """Plan, range parameters or piece list, output and checksum buffers, all built outside any timed region."""
     return prepare_plan(plan(definition_name, inputs), inputs, path, variant)
+
+
+def prepare_candidates(definition_name: str, inputs: dict) -> list[Probe]:
+    """The launches the bound is the fastest of: on the ranges path one per runnable BOUND_VARIANTS kernel (the
+    default first), on the pieces path its one kernel. All read and write the same bytes."""
+    p = plan(definition_name, inputs)
+    first = prepare_plan(p, inputs)
+    if first.path != "ranges":
+        return [first]
+    runnable = runnable_variants(extension(first.device))
+    return [first, *(prepare_plan(p, inputs, "ranges", v) for v in BOUND_VARIANTS
+                     if v != first.variant and v in runnable)]
 
 
 def runnable_variants(ext) -> tuple[str, ...]:
