@@ -6,6 +6,7 @@ solution against the definition's reference under the contest tolerance and the 
 """
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -204,3 +205,38 @@ def test_cuda_solution_on_extreme_routing_on_gpu():
             print(f"T={seq} {regime}: rel L2 {stats['rel_l2']:.3e}, matched {stats['matched_ratio']:.4f}")
             assert stats["rel_l2"] < rule.max_rel_l2 and stats["matched_ratio"] >= rule.min_matched_ratio, \
                 f"T={seq} {regime}: {stats}"
+
+
+@pytest.mark.gpu
+def test_cuda_solution_launches_the_same_kernels_whatever_the_routing(tmp_path):
+    """The launch set depends on shapes only: for each tile plan, the kernels one call launches (names, in order)
+    are the same when every token stays local, when none does and for the workload's own routing; the number of
+    launches is what the small-T latency is made of, so it is printed."""
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("needs a Hopper GPU (sm_90a): the solution's CUDA path is built for it")
+    from torch.profiler import ProfilerActivity, profile
+
+    definition = definitions.load(MOE)
+    fn = solutions.build(solutions.load_package(SOLUTION).solution, definition)
+    for seq in (1, 7, 80, 901, 11948):
+        wl = next(w for w in workloads.load(MOE) if w.axes["seq_len"] == seq)
+        base = inputs.make_inputs(definition, wl, seed=2, device="cuda")
+        off = int(base["local_expert_offset"])
+        out = torch.empty((seq, 7168), dtype=torch.bfloat16, device="cuda")
+        launched = {}
+        for regime, shift in (("own", 0.0), ("all-local", 10.0), ("none-local", -10.0)):
+            args = dict(base)
+            args["routing_logits"] = base["routing_logits"].clone()
+            args["routing_logits"][:, off:off + 32] += shift
+            fn(*args.values(), out)  # built and warm
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                fn(*args.values(), out)
+                torch.cuda.synchronize()
+            trace = tmp_path / f"{seq}-{regime}.json"
+            prof.export_chrome_trace(str(trace))
+            events = [e for e in json.loads(trace.read_text())["traceEvents"] if e.get("cat") == "kernel"]
+            launched[regime] = [e["name"] for e in sorted(events, key=lambda e: e["ts"])]
+        print(f"T={seq}: {len(launched['own'])} launches: {', '.join(n.split('<')[0] for n in launched['own'])}")
+        assert launched["own"], f"T={seq}: the profiler saw no kernel"
+        assert launched["all-local"] == launched["own"] == launched["none-local"], (seq, launched)

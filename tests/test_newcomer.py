@@ -125,8 +125,9 @@ ARGS = ["solutions/moe_torch_baseline", "--workloads", "74d7ff04", "--trials", "
 
 @pytest.mark.parametrize("name,command", [("gate", ["gate"]), ("bench", ["bench"]), ("submit", ["submit"]),
                                           ("regenerate", ["regenerate"]), ("tests", ["pytest"]),
-                                          ("repro", ["bench", "--tag", "repro"])])
+                                          ("repro", ["bench", "--tag", "repro", "--settings", "{settings}"])])
 def test_session_arguments_reach_the_command_unchanged(nox_env, monkeypatch, name, command):
+    command = [str(nox_env.ROOT / "repro" / "settings.toml") if c == "{settings}" else c for c in command]
     monkeypatch.setattr(nox_env, "in_place_python", lambda session: "python")
     session = FakeSession(ARGS)
     getattr(nox_env, name)(session)
