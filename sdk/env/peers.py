@@ -219,12 +219,18 @@ def run(*, only: str = "", check: bool = False, budget_s: float = 300.0, grace_s
         spec = json.dumps({"peers": names, "chosen": chosen, "events": str(events), "deadline": deadline,
                            "check": check, "iters": iters})
         seen = len(events.read_text().splitlines()) if events.exists() else 0
+        proc = subprocess.Popen([sys.executable, "-m", "sdk.env.peers", spec], stderr=subprocess.PIPE, text=True)
+        if child_cores:  # set from here, not in a preexec_fn (unsafe when the caller runs threads, as the bench does)
+            try:
+                os.sched_setaffinity(proc.pid, child_cores)  # inherited by the compilers it starts
+            except OSError:
+                pass
         try:
-            proc = subprocess.run([sys.executable, "-m", "sdk.env.peers", spec], stderr=subprocess.PIPE, text=True,
-                                  timeout=max(deadline - time.time(), 0) + grace_s,
-                                  preexec_fn=(lambda: os.sched_setaffinity(0, child_cores)) if child_cores else None)
-            rc, stderr = proc.returncode, proc.stderr
+            _, stderr = proc.communicate(timeout=max(deadline - time.time(), 0) + grace_s)
+            rc = proc.returncode
         except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
             rc, stderr = "timeout (budget + grace spent)", ""
         new = [json.loads(line) for line in events.read_text().splitlines()[seen:]] if events.exists() else []
         current = None
