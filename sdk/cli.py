@@ -344,7 +344,7 @@ def bench(ctx, solution_dirs, definition_filter, keys, stride, trials, seed, war
         option = {"timeout_s": "timeout", "compile_budget_s": "compile_budget"}
         for key, value in settings_for(settings_file, {p.solution.definition for p in packages}).items():
             if ctx.get_parameter_source(option.get(key, key)) is ParameterSource.DEFAULT:
-                tuned[key] = value
+                tuned[key] = None if key == "budget_ms" and value == 0 else value  # 0: always --iters
     try:
         config = BenchConfig(keys=list(keys), stride=stride, seed=seed, peers=not no_peers,
                              peer_filter=list(peer_filter), reference=not no_reference,

@@ -96,7 +96,9 @@ def test_budget_sizes_a_trial_by_its_calls_wall_time():
     assert plan.sized(4.0) == (5, 25)  # 100 ms / 4 ms
     assert plan.sized(40.0) == (2, 10)  # a slow baseline: min_iters, and the two calls it was sized on
     assert CallPlan(warmup=10, iters=50, profile=True).sized(40.0) == (10, 50)  # no budget: the plan as given
-    assert CallPlan(warmup=1, iters=5, budget_ms=1.0, min_iters=10, profile=True).sized(40.0) == (1, 5)
+    # the two calls a trial is sized on are warmup even where the plan has fewer (they must not be timed calls)
+    assert CallPlan(warmup=1, iters=5, budget_ms=1.0, min_iters=10, profile=True).sized(40.0) == (2, 5)
+    assert CallPlan(warmup=0, iters=50, budget_ms=1.0, min_iters=1, profile=True).sized(40.0) == (2, 1)
 
 
 @pytest.mark.parametrize("budget_ms,timed", [(None, 2 * 12), (1e-6, 2 * 4)])

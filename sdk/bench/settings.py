@@ -7,7 +7,8 @@ the numbers:
     iters = 20
     reference_iters = 6
 
-Keys are BenchConfig fields (TUNABLE); the command line wins over the file, the file over the defaults. A run over
+Keys are BenchConfig fields (TUNABLE; `budget_ms = 0` switches the budget off, as `--budget-ms 0` does); the command
+line wins over the file, the file over the defaults. A run over
 several definitions that the file sizes differently is refused: run them one `--definition` at a time.
 """
 from __future__ import annotations

@@ -86,8 +86,11 @@ def time_many(fns: dict[str, tuple[Callable, int]], device: torch.device | str, 
     if device.type != "cuda":
         out = {}
         for key, (fn, iters) in fns.items():
-            for _ in range(min(warmup, 2)):
+            for _ in range(max(1, min(warmup, 2))):
+                start = time.perf_counter()
                 fn()
+                call_ms = (time.perf_counter() - start) * 1e3
+            iters = sized_iters(call_ms, iters, budget_ms, min_iters)
             samples = []
             for _ in range(iters):
                 t = time.perf_counter()

@@ -134,12 +134,17 @@ def judge(ask: Callable[[dict], dict], pid: int, solution: Solution, definition:
                                 "allowed)")
                 if reply.get("returned"):
                     return fail(reply.get("returned_status", "RUNTIME_ERROR"), f"{where}: {reply['returned']}")
-                record = {"index": call.index, "trial": trial, "timed": k >= warmup,
-                          "wall_ms": reply["wall_ns"] / 1e6, "checked": k == 0 or rng.random() < p_check}
-                if k == 1 and plan.budget_ms is not None:  # size the trial on its second call (the first may JIT)
-                    warmup, iters = plan.sized(record["wall_ms"])
+                if k == 1 and plan.budget_ms is not None:
+                    # Size the trial on its second call (the first may JIT) before that call's check is drawn; the
+                    # two calls it was sized on are warmup whatever the plan says (a call that sets its own trial's
+                    # length is never a timed one), and the rest are checked at the sized trial's rate.
+                    warmup, iters = plan.sized(reply["wall_ns"] / 1e6)
                     n_calls = warmup + iters
                     p_check = plan.check_probability_for(n_calls)
+                    for earlier in trial_calls:
+                        earlier["timed"] = False
+                record = {"index": call.index, "trial": trial, "timed": k >= warmup,
+                          "wall_ms": reply["wall_ns"] / 1e6, "checked": k == 0 or rng.random() < p_check}
                 if record["checked"]:
                     result, ref_ms = check_call(definition, pool, call, tol, reference, device)
                     out.reference_ms.append(ref_ms)

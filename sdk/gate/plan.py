@@ -6,7 +6,9 @@ of each trial and about `checks` more, chosen after each call, checked against t
 kind of call. With `budget_ms`, a trial's number of calls follows the call's own wall time (measured on the trial's
 second call, the first may pay lazy initialisation): as many timed calls as fit the budget, at least `min_iters`, at
 most `iters`, as triton's do_bench sizes its repetitions; fast kernels keep all `iters`, a 15 ms host-bound baseline
-gets `min_iters` instead of paying the profiler for 60 calls per trial.
+gets `min_iters` instead of paying the profiler for 60 calls per trial. The two calls a trial is sized on are never
+timed, and the second one's check is drawn at the sized trial's rate (a solution sets its trial's length with its
+own wall time, so those calls must not be the ones that count).
 """
 from __future__ import annotations
 
@@ -56,7 +58,7 @@ class CallPlan(BaseModel):
         if self.budget_ms is None or not self.timing or call_ms <= 0:
             return self.warmup, self.iters
         iters = sized_iters(call_ms, self.iters, self.budget_ms, self.min_iters)
-        warmup = min(self.warmup, max(2, math.ceil(self.warmup * iters / self.iters)))  # >= the 2 calls sized on
+        warmup = max(2, min(self.warmup, math.ceil(self.warmup * iters / self.iters)))  # the 2 calls sized on
         return warmup, iters
 
     def resident_sets(self, device: torch.device) -> int:
