@@ -75,22 +75,23 @@ def time_baselines(definition: Definition, workload: Workload, *, seed: int, con
                 state[peer.name].update(status="RUNTIME_ERROR", reason=f"{type(exc).__name__}: {str(exc)[:200]}")
         if not calls:
             continue
+        def timed(c: dict) -> dict:
+            return time_many(c, dev, warmup=min(config.warmup, 3), budget_ms=config.budget_ms,
+                             min_iters=config.min_iters) if c else {}
+
         try:
-            timings = time_many(calls, dev, warmup=min(config.warmup, 3), budget_ms=config.budget_ms,
-                                 min_iters=config.min_iters)
+            timings = timed(calls)
         except Exception as exc:  # noqa: BLE001 - a peer that breaks during timing must not cost the reference
             for key in [k for k in calls if k.startswith("peer:")]:
                 state[key[5:]].update(status="RUNTIME_ERROR", reason=f"timing: {type(exc).__name__}: {exc}"[:200])
                 calls.pop(key)
             try:
-                timings = time_many(calls, dev, warmup=min(config.warmup, 3), budget_ms=config.budget_ms,
-                                    min_iters=config.min_iters) if calls else {}
+                timings = timed(calls)
             except Exception as again:  # noqa: BLE001 - then a probe kernel broke: the row has no bound
                 probe_error = f"timing: {type(again).__name__}: {str(again)[:200]}"
                 for key in [k for k in calls if k.startswith("probe:")]:
                     calls.pop(key)
-                timings = time_many(calls, dev, warmup=min(config.warmup, 3), budget_ms=config.budget_ms,
-                                    min_iters=config.min_iters) if calls else {}
+                timings = timed(calls)
         for key, timing in timings.items():
             samples.setdefault(key, []).append(timing.median_ms)
             if key.startswith("peer:"):

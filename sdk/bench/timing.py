@@ -101,14 +101,15 @@ def time_many(fns: dict[str, tuple[Callable, int]], device: torch.device | str, 
     flush = l2_flush_buffer(device)
     sized = {}
     for key, (fn, iters) in fns.items():
-        for _ in range(1 + warmup):
+        for _ in range(warmup):
             flush.zero_()
-            torch.cuda.synchronize()
-            start = time.perf_counter()
             fn()
-            torch.cuda.synchronize()
-            call_ms = (time.perf_counter() - start) * 1e3
-        sized[key] = (fn, sized_iters(call_ms, iters, budget_ms, min_iters))
+        flush.zero_()
+        torch.cuda.synchronize()
+        start = time.perf_counter()  # the last warmup call, timed on the host, sizes the timed calls
+        fn()
+        torch.cuda.synchronize()
+        sized[key] = (fn, sized_iters((time.perf_counter() - start) * 1e3, iters, budget_ms, min_iters))
     fns = sized
     spans = _time_cupti(fns, flush) if method == "cupti" else {}
     out = {}

@@ -198,25 +198,24 @@ def describe(row: dict) -> str:
 
 
 def run(*, only: str = "", check: bool = False, budget_s: float = 300.0, grace_s: float = 45.0, iters: int = 20,
-        out_dir: Path | None = None, echo=print, names: list[str] | None = None, child_cores: set[int] | None = None,
-        write_report: bool = True) -> dict:
-    """Prebuild (and with `check`, gate and time) every peer (or the peers and PROBE in `names`); returns the report,
-    also written as JSON to out_dir. `child_cores`: the CPUs the child process (and its compilers) may use."""
+        out_dir: Path | None = None, echo=print, names: list[str] | None = None,
+        child_cores: set[int] | None = None, write_report: bool = True) -> dict:
+    """Prebuild (and with `check`, gate and time) every peer (or the peers and PROBE in `names`); returns the
+    report, also written as JSON to out_dir. `child_cores`: the CPUs the child process (and its compilers) may use."""
     from .. import peers
 
     deadline = time.time() + budget_s
     chosen = workloads_for(check)
     todo = [p for d in chosen for p in peers.peers_for(d) if only in p.name and (names is None or p.name in names)]
-    wanted = names
-    names = [p.name for p in sorted(todo, key=lambda p: p.jit_weight)]
-    if (wanted is None and only in PROBE) or (wanted is not None and PROBE in wanted):
-        names.insert(0, PROBE)
+    queue = [p.name for p in sorted(todo, key=lambda p: p.jit_weight)]  # what the child still has to build
+    if (only in PROBE) if names is None else (PROBE in names):
+        queue.insert(0, PROBE)
     report: dict = {"mode": "check" if check else "prebuild", "rows": [], "errors": []}
     out_dir = Path(out_dir) if out_dir else None
     events = (out_dir or Path(".")) / f".fib-sdk-peers-{int(time.time())}.events.jsonl"
     events.parent.mkdir(parents=True, exist_ok=True)
-    while names:
-        spec = json.dumps({"peers": names, "chosen": chosen, "events": str(events), "deadline": deadline,
+    while queue:
+        spec = json.dumps({"peers": queue, "chosen": chosen, "events": str(events), "deadline": deadline,
                            "check": check, "iters": iters})
         seen = len(events.read_text().splitlines()) if events.exists() else 0
         proc = subprocess.Popen([sys.executable, "-m", "sdk.env.peers", spec], stderr=subprocess.PIPE, text=True)
@@ -243,7 +242,7 @@ def run(*, only: str = "", check: bool = False, budget_s: float = 300.0, grace_s
                 echo(event["error"])
             if "start" in event:
                 current = event["start"]
-                names.remove(current)
+                queue.remove(current)
             if "done" in event:
                 current = None
         if rc != 0 and current is not None:
