@@ -155,6 +155,140 @@ def test_pieces_reject_ranges_off_word_boundaries():
         probe.split_ranges(torch.tensor([2]), torch.tensor([8]))
 
 
+# ---- the class-sorted table: what the classed and bulk kernels read, emulated --------------------------------------
+
+MASK = (1 << probe.ADDRESS_BITS) - 1
+
+
+def table_fields(params: torch.Tensor) -> tuple[int, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """probe.piece_params' words as the kernel's PieceTable: n, job_end[8], first[9], shift[8]."""
+    c = probe.CLASSES
+    assert params.numel() == probe.TABLE_WORDS and int(params[0]) == 0
+    return int(params[1]), params[2:2 + c], params[2 + c:3 + 2 * c], params[3 + 2 * c:]
+
+
+def jobs_of(params: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """job_at for every job, step for step: class k (jobs at or past job_end[c] for c < 7), first and end piece."""
+    n, job_end, first, shift = table_fields(params)
+    j = torch.arange(int(job_end[-1]))
+    k = (j[:, None] >= job_end[None, :probe.CLASSES - 1]).sum(1)
+    begin = torch.where(k > 0, job_end[(k - 1).clamp(min=0)], torch.zeros_like(k))
+    start = first[k] + ((j - begin) << shift[k])
+    return k, start, torch.minimum(start + (1 << shift[k]), first[k + 1])
+
+
+def decode(table: torch.Tensor, p: torch.Tensor, valid: torch.Tensor):
+    word = torch.where(valid, table[p.clamp(0, max(table.numel() - 1, 0))], torch.zeros_like(p))
+    return word & MASK, (word >> 48) >> 2, (word >> 48) & 3
+
+
+def classed_reads(table: torch.Tensor, params: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(address, length) of every load stream_classed issues: job j, slot s = lane + 32i (128 slots, 2 KB) holds
+    chunk s % 2^k of piece first + s / 2^k, or that piece's words (< 16 B, class 0) at chunk 0."""
+    k, start, end = jobs_of(params)
+    s = torch.arange(32 * 4)
+    piece = start[:, None] + (s[None, :] >> k[:, None])
+    chunk = s[None, :] & ((1 << k[:, None]) - 1)
+    address, chunks, rest = decode(table, piece, piece < end[:, None])
+    body = chunk < chunks
+    words = ~body & (chunk == 0) & (rest > 0)
+    return (torch.cat([(address + 16 * chunk)[body], address[words]]),
+            torch.cat([torch.full((int(body.sum()),), 16), 4 * rest[words]]))
+
+
+def bulk_jobs(table: torch.Tensor, params: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """stream_pieces_bulk's jobs: lane L's pieces first + L + 32q (q < 4); per job the piece of each (lane, q) slot
+    (-1: none) and the job's bytes in its shared-memory stage (16-byte chunks only)."""
+    _, start, end = jobs_of(params)
+    slot = torch.arange(32)[:, None] + 32 * torch.arange(4)[None, :]
+    piece = start[:, None, None] + slot[None]
+    valid = piece < end[:, None, None]
+    _, chunks, _ = decode(table, piece, valid)
+    return torch.where(valid, piece, -1), (16 * chunks).flatten(1).sum(1), valid
+
+
+def gathered_case(seed: int, *shapes: tuple[int, int, int]) -> tuple[torch.Tensor, torch.Tensor, int, int]:
+    """Random rows of fake caches (rows, row bytes, rows gathered; duplicates included), one cache after another,
+    plus a whole tensor with an unaligned end: the plan's (address, length) ranges, its base and its span."""
+    gen = torch.Generator().manual_seed(seed)
+    lo, at, starts, lengths = 1 << 40, 1 << 40, [], []
+    for rows, row, n in shapes:
+        ids = torch.randint(0, rows, (n,), generator=gen)
+        starts.append(at + ids * row)
+        lengths.append(torch.full_like(ids, row))
+        at += rows * row
+    starts.append(torch.tensor([at + 4]))                              # a head, 10 bodies and a tail: 12 pieces
+    lengths.append(torch.tensor([20_000 - 8]))
+    return torch.cat(starts), torch.cat(lengths), lo, at + 20_000 - lo
+
+
+GATHERED = [
+    ("attention N=8", (4096, 1024, 16384), (4096, 128, 16384)),
+    ("attention N=1", (4096, 1024, 2048), (4096, 128, 2048)),
+    ("indexer pages", (3000, 8448, 300)),                              # values and scales of a page touch
+    ("odd sizes", (500, 48, 700), (300, 1040, 300), (200, 16, 900), (50, 12, 40)),
+]
+
+
+@pytest.mark.parametrize("case", GATHERED, ids=[c[0] for c in GATHERED])
+def test_class_sorted_table_keeps_every_piece_in_classes_of_its_size(case):
+    starts, lengths, _, _ = gathered_case(0, *case[1:])
+    pieces = probe.encode_pieces(*probe.split_ranges(starts, lengths))
+    table, counts = probe.class_sorted(pieces)
+    assert torch.equal(torch.sort(table).values, torch.sort(pieces).values)   # the same pieces, reordered
+    assert int(counts.sum()) == table.numel() and counts.numel() == probe.CLASSES
+    chunks = (table >> 48) >> 2
+    bounds = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(counts, 0)]).tolist()
+    for k in range(probe.CLASSES):                                      # class k: 2^(k-1) < chunks <= 2^k
+        got = chunks[bounds[k]:bounds[k + 1]]
+        assert bool((got <= 1 << k).all()) and bool((got > (1 << k) // 2).all() if k else True), k
+    assert bool(((table >> 48)[chunks == 0] < 4).all()), "no chunk: a head or tail of < 16 bytes, class 0"
+    for job_bytes in probe.PIECE_JOB_BYTES:
+        n, job_end, first, shift = table_fields(probe.piece_params(counts, job_bytes))
+        assert n == table.numel() and first.tolist() == bounds
+        assert torch.equal(job_end, torch.cumsum((counts + (1 << shift) - 1) >> shift, 0))
+        if job_bytes:  # a job is at most 128 pieces, and its pieces fit the job at their class's largest size
+            assert bool((shift <= probe.MAX_JOB_SHIFT).all())
+            assert bool(((16 << (shift + torch.arange(probe.CLASSES))) <= job_bytes).all())
+
+
+@pytest.mark.parametrize("case", GATHERED, ids=[c[0] for c in GATHERED])
+def test_classed_kernel_reads_every_planned_byte_once_per_mention(case):
+    starts, lengths, lo, size = gathered_case(1, *case[1:])
+    table, counts = probe.class_sorted(probe.encode_pieces(*probe.split_ranges(starts, lengths)))
+    job_bytes = probe.PIECE_JOB_BYTES[probe.PIECE_VARIANTS.index("classed")]
+    params = probe.piece_params(counts, job_bytes)
+    assert job_bytes == 32 * 4 * 16 and table_fields(params)[3].tolist() == [7 - k for k in range(8)]  # slot = s >> k
+    addresses, sizes = classed_reads(table, params)
+    assert bool((addresses[sizes == 16] % 16 == 0).all())
+    assert torch.equal(byte_counts(addresses, sizes, lo, size), byte_counts(starts, lengths, lo, size))
+    if case[0] != "odd sizes":  # rows of 2^k chunks fill their jobs (16 rows of 128 B, 2 of 1 KB): 2 KB a job
+        jobs = int(table_fields(params)[1][-1])
+        assert jobs * job_bytes <= int(lengths.sum()) * 1.01 + probe.CLASSES * job_bytes
+
+
+@pytest.mark.parametrize("case", GATHERED, ids=[c[0] for c in GATHERED])
+def test_bulk_jobs_cover_every_piece_once_within_a_stage(case):
+    starts, lengths, lo, size = gathered_case(2, *case[1:])
+    table, counts = probe.class_sorted(probe.encode_pieces(*probe.split_ranges(starts, lengths)))
+    job_bytes = probe.PIECE_JOB_BYTES[probe.PIECE_VARIANTS.index("pieces_bulk")]
+    piece, stage_bytes, valid = bulk_jobs(table, probe.piece_params(counts, job_bytes))
+    taken = piece[valid]
+    assert torch.equal(torch.sort(taken).values, torch.arange(table.numel())), "each piece in exactly one job"
+    assert int(stage_bytes.max()) <= job_bytes and bool((stage_bytes % 16 == 0).all())
+    address, chunks, rest = decode(table, taken, torch.ones_like(taken, dtype=torch.bool))
+    assert bool((address[chunks > 0] % 16 == 0).all()), "bulk copies: 16-byte aligned whole chunks"
+    reads = byte_counts(address, 16 * chunks + 4 * rest, lo, size)
+    assert torch.equal(reads, byte_counts(starts, lengths, lo, size))
+
+
+def test_piece_table_is_a_few_percent_of_the_attention_plans_bytes():
+    starts, lengths, _, _ = gathered_case(3, *GATHERED[0][1:])
+    table, counts = probe.class_sorted(probe.encode_pieces(*probe.split_ranges(starts, lengths)))
+    descriptor = 8 * table.numel() + 8 * probe.piece_params(counts, 2048).numel()
+    assert table.numel() == 32768 + 12 and descriptor < 0.02 * int(lengths.sum())
+
+
 def test_bound_is_the_larger_of_probe_and_compute_time():
     work = Work(bytes=10, flops=int(2e12), matrix="fp8")
     ceilings = Ceilings(4e12, fp8_flops_per_s=1e15, bf16_flops_per_s=None)
@@ -269,12 +403,19 @@ def test_path_is_ranges_up_to_the_threshold_and_pieces_beyond():
         probe.choose_path(3, "fast")
 
 
-def test_variant_is_the_asked_ranges_kernel_and_pieces_on_the_pieces_path():
+def test_variant_is_the_asked_kernel_of_its_path_and_the_paths_default_otherwise():
     assert probe.DEFAULT_VARIANT in probe.VARIANTS and probe.FALLBACK_VARIANT in probe.VARIANTS
+    assert probe.DEFAULT_PIECE_VARIANT in probe.PIECE_VARIANTS and not set(probe.VARIANTS) & set(probe.PIECE_VARIANTS)
     for v in probe.VARIANTS:
         assert probe.choose_variant("ranges", v) == v
-        assert probe.choose_variant("pieces", v) == "pieces"        # a gathered plan: the one pieces kernel
+        assert probe.choose_variant("pieces", v) == probe.DEFAULT_PIECE_VARIANT  # a ranges kernel on a gathered plan
+    for v in probe.PIECE_VARIANTS:
+        assert probe.choose_variant("pieces", v) == v
+        assert probe.choose_variant("ranges", v) == probe.DEFAULT_VARIANT
     assert probe.choose_variant("ranges") == probe.DEFAULT_VARIANT
+    assert probe.choose_variant("pieces") == probe.DEFAULT_PIECE_VARIANT
+    with pytest.raises(BadInputError, match="cannot run here"):
+        probe.choose_variant("pieces", "pieces_bulk", ("pieces", "classed"))
     # where the default cannot run (bulk: no sm_90 or no templates/common), "auto" falls back; asking for it fails
     others = tuple(v for v in probe.VARIANTS if v != "bulk")
     assert probe.choose_variant("ranges", "auto", others) in (probe.DEFAULT_VARIANT, probe.FALLBACK_VARIANT)
@@ -285,10 +426,19 @@ def test_variant_is_the_asked_ranges_kernel_and_pieces_on_the_pieces_path():
 
 
 def test_variants_are_listed_in_the_kernel_files_order():
-    """probe.VARIANTS indexes the kernel file's table (prepare_plan checks it against the built extension too)."""
+    """probe.VARIANTS and PIECE_VARIANTS index the kernel file's tables (prepare_plan checks them against the built
+    extension too), and each pieces kernel's job size is the one probe.py computes its class boundaries for."""
     source = (ROOT / "sdk" / "bench" / "probe_stream.cu").read_text()
     table = source[source.index("kVariants[] = {"):]
     assert tuple(re.findall(r'\{"(\w+)", (?:FIB_PROBE_BULK \? )?stream_', table[:table.index("};")])) == probe.VARIANTS
+    table = source[source.index("kPieceVariants[] = {"):]
+    rows = re.findall(r'\{"(\w+)", (?:FIB_PROBE_BULK \? )?stream_\w+(?:<\w+>)?(?: : nullptr)?, (\w+(?: \* 32)?), ([\w *]+),',
+                      table[:table.index("};")])
+    assert tuple(name for name, _, _ in rows) == probe.PIECE_VARIANTS
+    sizes = {"0": 0, "kJobSlots * 16": 2048, "kBulkJobBytes": 16 << 10}
+    assert tuple(sizes[job] for _, _, job in rows) == probe.PIECE_JOB_BYTES
+    assert re.search(r"kJobSlots = 32 \* kChunksPerLane;", source) and "kChunksPerLane = kPieceBytes / (32 * 16)" in source
+    assert "kBulkJobBytes = 16 << 10;" in source and f"kClasses = {probe.CLASSES};" in source
 
 
 def fake_bases(x: dict) -> dict[str, int]:
@@ -359,6 +509,19 @@ def test_moe_plan_counts_the_local_experts_the_official_routing_picks(shared_con
             assert (seg.offsets // nbytes(x["gemm1_weights"][0])).tolist() == want, (T, offset)
 
 
+def test_probe_bandwidth_is_put_against_a_same_size_copy_timed_in_the_same_trials():
+    from sdk.bench.baselines import probe_rates
+
+    info = {"read_bytes": 19_000_000, "write_bytes": 131_584}
+    got = probe_rates(info, probe_ms=0.008, copy_ms=0.0065)
+    moved = 19_131_584
+    assert got["gb_per_s"] == pytest.approx(moved / 0.008 / 1e6) and got["copy_ms"] == 0.0065
+    assert got["copy_gb_per_s"] == pytest.approx(moved / 0.0065 / 1e6)
+    assert got["pct_of_copy"] == pytest.approx(got["gb_per_s"] / got["copy_gb_per_s"] * 100) == pytest.approx(81.25)
+    assert probe_rates(info, 0.008, None) == {"gb_per_s": pytest.approx(moved / 0.008 / 1e6)}  # no copy timed
+    assert probe_rates({}, None, 0.0065) == {"gb_per_s": None}                                  # no probe timed
+
+
 def test_results_rows_carry_the_probes_mean_bytes_over_its_trials():
     from sdk.bench.baselines import probe_summary
 
@@ -371,6 +534,9 @@ def test_results_rows_carry_the_probes_mean_bytes_over_its_trials():
     assert got["path"] == "ranges" and got["variant"] == "bulk" and got["ranges_trials"] == [2, 1]
     mixed = probe_summary([{**trials[0], "path": "pieces", "variant": "pieces"}, trials[1]])
     assert mixed["path"] == "pieces+ranges" and mixed["variant"] == "bulk+pieces"
+    pieces = probe_summary([{**trials[0], "path": "pieces", "variant": "classed"},
+                            {**trials[1], "path": "pieces", "variant": "pieces_bulk"}])
+    assert pieces["path"] == "pieces" and pieces["variant"] == "classed+pieces_bulk"
     timed = probe_summary([{**trials[0], "variant": "hint", "variant_ms": {"ranges": 0.011, "hint": 0.010}},
                            {**trials[1], "variant": "ranges", "variant_ms": {"ranges": 0.002, "hint": 0.003}}])
     assert timed["variant"] == "hint+ranges" and timed["variant_ms_trials"][0] == {"ranges": 0.011, "hint": 0.010}
@@ -387,7 +553,8 @@ def test_probe_kernel_compiles_for_sm90a_with_16_byte_loads(tmp_path):
                            f"-I{probe.COMMON}", "-c", str(ROOT / "sdk" / "bench" / "probe_stream.cu"), "-o", str(obj)],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stderr.count("0 bytes spill stores") == len(probe.VARIANTS) + 1, proc.stderr[-3000:]  # + pieces
+    kernels = len(probe.VARIANTS) + len(probe.PIECE_VARIANTS)
+    assert proc.stderr.count("0 bytes spill stores") == kernels, proc.stderr[-3000:]
     print("\n" + "\n".join(line for line in proc.stderr.splitlines() if "registers" in line))
     cuobjdump = shutil.which("cuobjdump")
     if cuobjdump:  # optional here (the SASS check needs nvdisasm too)
@@ -401,7 +568,12 @@ def test_probe_kernel_compiles_for_sm90a_with_16_byte_loads(tmp_path):
             return re.findall(r"LDG\.E[\w.]*\.128[\w.]*", sass_body)
         # Each lane keeps 8 (wide: 16) 16-byte loads in flight; the lean kernels have two loops (a share inside one
         # range, any share). Template arguments <Threads, Unroll, MinBlocks, Hint, Lean> as the names mangle them.
-        assert len(loads16(body("stream_pieces"))) >= 8
+        assert len(loads16(body("13stream_pieces"))) >= 8                # (mangled: not stream_pieces_bulk)
+        for hint in (0, 1):                                             # classed: 2 jobs of 4 loads a lane
+            got = loads16(body(f"14stream_classedILb{hint}E"))
+            assert len(got) >= 8 and all(".NA." in op and "LTC256B" in op for op in got) == bool(hint), got[:2]
+        pieces_bulk = body("18stream_pieces_bulk")
+        assert "UBLKCP" in pieces_bulk and "SYNCS.PHASECHK" in pieces_bulk and not loads16(pieces_bulk)
         ranges_kernels = {"ranges": ("ILi256ELi8ELi4ELb0ELb0E", 8), "lean": ("ILi256ELi8ELi4ELb0ELb1E", 16),
                           "wide": ("ILi512ELi16ELi1ELb0ELb1E", 32), "hint": ("ILi256ELi8ELi4ELb1ELb1E", 16)}
         for variant, (args, n) in ranges_kernels.items():
@@ -414,12 +586,15 @@ def test_probe_kernel_compiles_for_sm90a_with_16_byte_loads(tmp_path):
 
 
 def word_sum(p: probe.Plan, x: dict) -> int:
-    """The sum of all 32-bit words the plan reads, mod 2**32: what the kernel's checksum must come to."""
+    """The sum of all 32-bit words the plan reads, mod 2**32: what the kernel's checksum must come to (each word as
+    often as the plan names it; on the CPU, every segment's words gathered at once)."""
     total = 0
     for seg in p.reads:
-        flat = x[seg.tensor].reshape(-1).view(torch.uint8)
-        for off, n in zip(seg.offsets.tolist(), seg.lengths.tolist()):
-            total += int(flat[off:off + n].view(torch.int32).to(torch.int64).sum())
+        flat = x[seg.tensor].reshape(-1).view(torch.uint8).cpu()
+        words = flat[:flat.numel() // 4 * 4].view(torch.int32)
+        n = seg.lengths.to(torch.long) // 4
+        inside = torch.arange(int(n.sum())) - torch.repeat_interleave(torch.cumsum(n, 0) - n, n)
+        total += int(words[torch.repeat_interleave(seg.offsets.to(torch.long) // 4, n) + inside].to(torch.int64).sum())
     return total % (1 << 32)
 
 
@@ -427,12 +602,13 @@ def contiguous_plan(buffer: torch.Tensor) -> probe.Plan:
     return probe.Plan("copy", (probe.Segments("buffer", torch.tensor([0]), torch.tensor([nbytes(buffer)])),), 0)
 
 
-def check_launch(ready: probe.Probe, x: dict) -> None:
-    """One launch: the checksum words add up to the planned words (each as often as the plan names it), and every
-    output chunk carries its mark."""
+def check_launch(ready: probe.Probe, x: dict, want: int | None = None) -> None:
+    """One launch: the checksum words add up to the planned words (each as often as the plan names it; `want`:
+    word_sum, when already known), and every output chunk carries its mark."""
+    ready.sink.fill_(0x5A5A5A5A)  # a warp that stores no checksum leaves a wrong sum
     ready.launch()
     torch.cuda.synchronize()
-    assert int(ready.sink.to(torch.int64).sum()) % (1 << 32) == word_sum(ready.plan, x)
+    assert int(ready.sink.to(torch.int64).sum()) % (1 << 32) == (word_sum(ready.plan, x) if want is None else want)
     marks = ready.dst.view(torch.int32).view(-1, 4)[:, 0].cpu()
     assert torch.equal(marks, torch.arange(marks.numel(), dtype=torch.int32))
 
@@ -455,7 +631,7 @@ PLAN_CASES = [
 
 
 # The bound's candidates: on a ranges-path plan the default kernel and every other BOUND_VARIANTS kernel, on a
-# pieces-path plan its one kernel; each reads every planned byte.
+# pieces-path plan every BOUND_PIECE_VARIANTS kernel (the default first); each reads every planned byte.
 @pytest.mark.gpu
 @pytest.mark.parametrize("name,make", [(MOE, small_moe), (ATTENTION, PLAN_CASES[3][1])])
 def test_bound_candidates_read_the_same_bytes(name, make):
@@ -466,21 +642,24 @@ def test_bound_candidates_read_the_same_bytes(name, make):
         assert [c.variant for c in candidates] == [probe.DEFAULT_VARIANT] + [
             v for v in probe.BOUND_VARIANTS if v != probe.DEFAULT_VARIANT]
     else:
-        assert [c.variant for c in candidates] == ["pieces"]
+        assert [c.variant for c in candidates] == [probe.DEFAULT_PIECE_VARIANT] + [
+            v for v in probe.BOUND_PIECE_VARIANTS if v != probe.DEFAULT_PIECE_VARIANT]
     for ready in candidates:
         assert ready.plan.read_bytes == first.plan.read_bytes and ready.plan.write_bytes == first.plan.write_bytes
         check_launch(ready, x)
 
 
-# Every ranges-path variant on the plans that take that path; on the others a variant falls back to the pieces kernel.
+# Every ranges-path variant on the plans that take that path, every pieces-path kernel on the others (and a ranges
+# variant there, which falls back to the default pieces kernel).
 @pytest.mark.gpu
-@pytest.mark.parametrize("name,make,path,variant", [(*case, v) for case in PLAN_CASES
-                                                    for v in (probe.VARIANTS if case[2] == "ranges" else ("bulk",))])
+@pytest.mark.parametrize("name,make,path,variant", [(*case, v) for case in PLAN_CASES for v in (
+    probe.VARIANTS if case[2] == "ranges" else ("bulk", *probe.PIECE_VARIANTS))])
 def test_probe_reads_every_planned_byte_and_writes_the_outputs(name, make, path, variant):
     x = {k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in make().items()}
     ready = probe.prepare(name, x, path, variant)
     assert ready.path == path if path != "auto" else ready.path in ("ranges", "pieces")
-    assert ready.variant == (variant if ready.path == "ranges" else "pieces")
+    kernels = probe.VARIANTS if ready.path == "ranges" else probe.PIECE_VARIANTS
+    assert ready.variant == (variant if variant in kernels else probe.DEFAULT_PIECE_VARIANT)
     check_launch(ready, x)
     result = probe.run_probe(name, x, warmup=3, iters=10, path=path, variant=variant)
     print(f"\n{name} [{result['path']}/{result['variant']}]: {result['probe_ms'] * 1e3:.2f} us for "
@@ -492,7 +671,8 @@ def test_probe_reads_every_planned_byte_and_writes_the_outputs(name, make, path,
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("path,variant", [("pieces", "auto"), *(("ranges", v) for v in probe.VARIANTS)])
+@pytest.mark.parametrize("path,variant", [("pieces", "auto"), *(("pieces", v) for v in probe.PIECE_VARIANTS),
+                                          *(("ranges", v) for v in probe.VARIANTS)])
 def test_both_paths_read_touching_overlapping_and_unaligned_ranges_once_per_mention(path, variant):
     """Two tensors that touch (views of one buffer), ranges that touch across them, overlap, repeat, and start
     or end off 16 bytes; bodies long enough to spread over every CTA."""
@@ -506,7 +686,7 @@ def test_both_paths_read_touching_overlapping_and_unaligned_ranges_once_per_ment
                                                                                    lengths]))
     p = probe.Plan("mixed", (a, b), 1000)
     ready = probe.prepare_plan(p, x, path, variant)
-    assert ready.path == path and ready.variant == (variant if path == "ranges" else "pieces") and ready.ranges <= 44
+    assert ready.path == path and ready.variant == probe.choose_variant(path, variant) and ready.ranges <= 44
     check_launch(ready, x)
 
 
@@ -583,3 +763,85 @@ def test_probe_variants_against_copy():
             mark = " (default)" if key == probe.DEFAULT_VARIANT else ""
             print(f"  {names.get(key, key) + mark:34s} {rate[key][0]:5.2f} | {rate[key][1]:5.2f}   "
                   f"{rate[key][0] / rate['copy'][0]:5.0%} of the copy")
+
+
+def random_words(n: int, seed: int) -> torch.Tensor:
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    return torch.randint(-(1 << 31), 1 << 31, (n,), dtype=torch.int32, device="cuda", generator=gen)
+
+
+def gathered_plan(seed: int, *caches: tuple[int, int, int], whole: tuple[int, ...] = (), write_bytes: int = 0):
+    """A pieces-path plan shaped like a workload's: per cache (rows, row bytes, rows gathered) a random gather of
+    its rows (duplicates included), then whole small tensors (bytes each); the inputs it reads, on the GPU."""
+    gen = torch.Generator().manual_seed(seed)
+    x, reads = {}, []
+    for i, (rows, row, n) in enumerate(caches):
+        x[f"cache{i}"] = random_words(rows * row // 4, seed + i)
+        ids = torch.randint(0, rows, (n,), generator=gen)
+        reads.append(probe.Segments(f"cache{i}", ids * row, torch.full_like(ids, row)))
+    for i, size in enumerate(whole):
+        x[f"whole{i}"] = random_words(size // 4, seed + 10 + i)
+        reads.append(probe.Segments(f"whole{i}", torch.tensor([0]), torch.tensor([size])))
+    return probe.Plan("gathered", tuple(reads), write_bytes), x
+
+
+def indexer_pages_plan(seed: int, pages: int, used: int):
+    """The indexer's K-cache plan: `used` distinct random pages of 64 tokens x 132 bytes (values, then scales)."""
+    gen = torch.Generator().manual_seed(seed)
+    cache = random_words(pages * 8448 // 4, seed)
+    ids = torch.randperm(pages, generator=gen)[:used]
+    reads = (probe.Segments("cache", ids * 8448, torch.full_like(ids, 8192)),
+             probe.Segments("cache", ids * 8448 + 8192, torch.full_like(ids, 256)))
+    return probe.Plan("indexer pages", reads, 8 * 2048 * 4), {"cache": cache}
+
+
+# Attention: N tokens gather 2048 rows each of the ckv cache (1024 B) and of the kpe cache (128 B) of 8462 pages of
+# 64 rows (554 + 69 MB, as the contest's workloads), and read q_nope, q_pe and the indices whole; they write
+# N x 16 heads x (512 bf16 + an fp32). Indexer: ~24 MB of whole pages of a 169 MB cache.
+CACHE_ROWS = 8462 * 64
+PIECE_PLANS = [
+    ("attention N=8", lambda: gathered_plan(8, (CACHE_ROWS, 1024, 16384), (CACHE_ROWS, 128, 16384),
+                                            whole=(8 * 16 * 1024, 8 * 16 * 128, 8 * 2048 * 4),
+                                            write_bytes=8 * 16 * 1028)),
+    ("attention N=1", lambda: gathered_plan(1, (CACHE_ROWS, 1024, 2048), (CACHE_ROWS, 128, 2048),
+                                            whole=(16 * 1024, 16 * 128, 2048 * 4), write_bytes=16 * 1028)),
+    ("indexer 24 MB", lambda: indexer_pages_plan(2, 20000, 2840)),
+]
+
+
+@pytest.mark.gpu
+def test_pieces_variants_against_copy():
+    """Every pieces-path kernel on plans shaped like the sparse-attention (N=8: ~19 MB; N=1: 2.4 MB) and indexer
+    (~24 MB) plans: its checksum and marks (asserted), its bandwidth next to a device copy moving as many bytes (half
+    read, half written), timed as the bench times both (time_many: CUPTI span, L2 flushed before each call). The
+    bench keeps the fastest kernel per trial: on plans of 16 MB and more that one must reach 80% of the copy."""
+    from sdk.bench import timing
+
+    variants = probe.runnable_piece_variants(probe.extension("cuda"))
+    assert set(variants) == set(probe.PIECE_VARIANTS), "every pieces kernel runs on the GPU this test is for (sm_90)"
+    short = []
+    for name, make in PIECE_PLANS:
+        p, x = make()
+        moved = p.read_bytes + p.write_bytes
+        src = torch.empty((moved + 1) // 2, dtype=torch.uint8, device="cuda")
+        dst = torch.empty_like(src)
+        calls, want = {"copy": (lambda: dst.copy_(src), 30)}, word_sum(p, x)
+        for v in variants:
+            ready = probe.prepare_plan(p, x, "pieces", v)
+            assert ready.path == "pieces" and ready.variant == v
+            assert ready.descriptor_bytes < 0.02 * p.read_bytes
+            check_launch(ready, x, want)
+            ready.dst.zero_()
+            check_launch(ready, x, want)  # twice: nothing of the first launch is left for the second to reuse
+            calls[v] = (ready.launch, 30)
+        spans = timing.time_many(calls, "cuda", warmup=5)
+        rate = {key: moved / (spans[key].median_ms * 1e-3) / 1e12 for key in calls}
+        best = max(variants, key=rate.get)
+        print(f"\n{name}: {p.read_bytes / 1e6:.1f} MB read, {ready.pieces} pieces; TB/s (% of a same-size copy):")
+        for key in (*variants, "copy"):
+            print(f"  {key + (' (best)' if key == best else ''):20s} {rate[key]:5.2f}  {spans[key].median_ms * 1e3:7.2f} us"
+                  f"  {rate[key] / rate['copy']:5.0%}")
+        if moved >= 16e6 and rate[best] < 0.8 * rate["copy"]:
+            short.append(f"{name}: best {best} {rate[best] / rate['copy']:.0%} of the copy")
+    assert not short, "the fastest pieces kernel must reach 80% of a same-size copy on plans of 16 MB and more: " + \
+        "; ".join(short)

@@ -41,6 +41,7 @@ def time_baselines(definition: Definition, workload: Workload, *, seed: int, con
     works: list[floors.Work] = []  # per trial, like the probe's bytes: the row's floor is their mean
     probe_error = None
     probe_trials: list[dict] = []  # per trial: each draws its own call, so its routing (MoE) and its bytes differ
+    copy_pair: list[torch.Tensor] = []  # the same-size copy's two buffers, grown to the largest trial's bytes
     for trial in range(config.trials):
         args = pool.private(pool.next_call())
         works.append(floors.work(definition.name, args))
@@ -53,7 +54,14 @@ def time_baselines(definition: Definition, workload: Workload, *, seed: int, con
                 candidates = bandwidth_probe.prepare_candidates(definition.name, args)
                 for ready in candidates:
                     calls[f"probe:{ready.variant}"] = (ready.launch, config.iters)
-                probe_info_now = candidates[0].info()  # bytes and path: the same for every candidate
+                infos = {ready.variant: ready.info() for ready in candidates}  # the same bytes and path; own table
+                # A device copy moving as many bytes (half read, half written), timed alongside: what the probe's
+                # bandwidth is put against (`pct_of_copy`).
+                half = (candidates[0].plan.read_bytes + candidates[0].plan.write_bytes + 1) // 2
+                if not copy_pair or copy_pair[0].numel() < half:
+                    copy_pair[:] = [torch.empty(half, dtype=torch.uint8, device=dev) for _ in range(2)]
+                src, dst = copy_pair[0][:half], copy_pair[1][:half]
+                calls["copy:probe"] = (lambda s=src, d=dst: d.copy_(s), config.iters)
             except Exception as exc:  # noqa: BLE001 - reported; the row then has no bound
                 probe_error = f"{type(exc).__name__}: {str(exc)[:200]}"
         ref_out = as_tuple(ref_fn(**args)) if chosen else None
@@ -89,7 +97,7 @@ def time_baselines(definition: Definition, workload: Workload, *, seed: int, con
                 timings = timed(calls)
             except Exception as again:  # noqa: BLE001 - then a probe kernel broke: the row has no bound
                 probe_error = f"timing: {type(again).__name__}: {str(again)[:200]}"
-                for key in [k for k in calls if k.startswith("probe:")]:
+                for key in [k for k in calls if k.startswith(("probe:", "copy:"))]:
                     calls.pop(key)
                 timings = timed(calls)
         for key, timing in timings.items():
@@ -100,7 +108,7 @@ def time_baselines(definition: Definition, workload: Workload, *, seed: int, con
         if probes:  # this trial's bound: the fastest candidate kernel
             fastest = min(probes, key=probes.get)
             samples.setdefault("probe", []).append(probes[fastest])
-            probe_trials.append({**probe_info_now, "variant": fastest, "variant_ms": probes})
+            probe_trials.append({**infos[fastest], "variant_ms": probes})
         del args, ref_out, calls
     mean = statistics.fmean
     work = floors.mean_work(works).as_dict() if works else None
@@ -111,12 +119,13 @@ def time_baselines(definition: Definition, workload: Workload, *, seed: int, con
     probe_info = probe_summary(probe_trials) if probe_trials else {}
     if probe_error:
         probe_info["error"] = probe_error
+    probe_info.update(probe_rates(probe_info, probe_ms, mean(samples["copy:probe"]) if "copy:probe" in samples
+                                  else None))
     spread = (max(ref) - min(ref)) / mean(ref) * 100 if ref and len(ref) > 1 and mean(ref) > 0 else None
     return {"reference_latency_ms": mean(ref) if ref else None, "reference_trials_ms": ref or [],
             "reference_aa_pct": spread,  # the reference's own A/A: spread of its trial medians (host-bound Python)
             "reference_source": source, "references_ms": others, "probe_ms": probe_ms,
-            "probe": {**probe_info, "gb_per_s": (probe_info.get("read_bytes", 0) + probe_info.get("write_bytes", 0))
-                      / probe_ms / 1e6 if probe_ms else None}, "work": work,
+            "probe": probe_info, "work": work,
             "baseline_s": round(time.perf_counter() - began, 2),
             "peers": {name: {"latency_ms": mean(samples[f"peer:{name}"]) if f"peer:{name}" in samples and
                              s["status"] == "PASSED" else None, **s} for name, s in state.items()}}
@@ -128,7 +137,17 @@ def probe_summary(trials: list[dict]) -> dict:
     ran: per trial the fastest candidate kernel (`variant`) and every candidate's median (`variant_ms`)."""
     out = {key: statistics.fmean(t[key] for t in trials) for key in ("read_bytes", "write_bytes", "descriptor_bytes")}
     paths = sorted({t["path"] for t in trials})
-    variants = sorted({t["variant"] for t in trials})  # the kernel(s): one of probe.VARIANTS, or "pieces"
+    variants = sorted({t["variant"] for t in trials})  # the kernel(s): of probe.VARIANTS or PIECE_VARIANTS
     return {**out, "read_bytes_trials": [t["read_bytes"] for t in trials], "path": "+".join(paths),
             "variant": "+".join(variants), "variant_ms_trials": [t.get("variant_ms") for t in trials],
             "ranges_trials": [t["ranges"] for t in trials], "pieces_trials": [t["pieces"] for t in trials]}
+
+
+def probe_rates(info: dict, probe_ms: float | None, copy_ms: float | None) -> dict:
+    """The probe's bandwidth (its mean bytes over its mean time) and, where the same-size copy was timed in the
+    same trials, the copy's (the same bytes over its mean time) and the probe's as a percentage of it."""
+    moved = info.get("read_bytes", 0) + info.get("write_bytes", 0)
+    out = {"gb_per_s": moved / probe_ms / 1e6 if probe_ms else None}
+    if probe_ms and copy_ms:
+        out.update(copy_ms=copy_ms, copy_gb_per_s=moved / copy_ms / 1e6, pct_of_copy=copy_ms / probe_ms * 100)
+    return out

@@ -11,12 +11,16 @@ launch by its CUPTI span: `probe_ms`. `bound_ms` is max(probe_ms, FLOPs / measur
 Two kernel paths read the same bytes. When the plan's ranges, once those that touch are joined, are at most
 MAX_RANGES ("ranges"), they ride in the launch's parameters and the first data load waits on nothing; otherwise
 (gathered rows: "pieces") the kernel reads a device table of pieces first. `run_probe` says which path ran.
-The ranges path has several kernels (VARIANTS, probe_stream.cu says how each reads), chosen by `variant=`;
-"auto" is DEFAULT_VARIANT. The pieces path has one kernel: there a variant falls back to it (variant "pieces").
+Each path has several kernels (VARIANTS on the ranges path, PIECE_VARIANTS on the pieces path; probe_stream.cu
+says how each reads), chosen by `variant=`; "auto", or a kernel of the other path, is that path's default
+(DEFAULT_VARIANT, DEFAULT_PIECE_VARIANT). The bench times every kernel of BOUND_VARIANTS or BOUND_PIECE_VARIANTS
+per trial and keeps the fastest (`prepare_candidates`). On the pieces path the table is sorted by piece size
+class (`class_sorted`): the kernels that pack several small pieces into one warp step find a step's pieces from
+its index and a few class boundaries in the parameters (`piece_params`), with no second table.
 
 probe_ms is a bound a real kernel cannot beat by streaming alone; its only extra traffic is the description of the
-bytes (the piece list, 8 bytes per piece of up to 2 KB, or the range parameters; `descriptor_bytes`) and one
-checksum word per warp.
+bytes (the piece list, 8 bytes per piece of up to 2 KB, and its class boundaries, or the range parameters;
+`descriptor_bytes`) and one checksum word per warp.
 """
 from __future__ import annotations
 
@@ -48,6 +52,19 @@ FALLBACK_VARIANT = "ranges"  # where "auto" cannot run DEFAULT_VARIANT
 # read those bytes): on the H200 (2026-12-01, test_probe_variants_against_copy) "hint" led at 16 and 64 MiB (80% and
 # 84% of a same-size copy against 77% and 76%) and "ranges" at 1 GiB (103% against 83%).
 BOUND_VARIANTS = ("ranges", "hint")
+# The pieces-path kernels, in probe_stream.cu's order (kPieceVariants), and the job size each one's class
+# boundaries are computed for (0: one warp per piece, no jobs). "pieces" reads a table in any order, one warp per
+# piece (the first pieces kernel); "classed" (and "classed_hint", its loads with the L2::256B hint) packs 2 KB of
+# one size class into each warp job: 16 pieces of 128 B or 2 of 1 KB as well as one of 2 KB; "pieces_bulk" moves
+# 16 KB jobs by TMA bulk copies into shared memory (sm_90, templates/common), so that its bytes in flight are not
+# bounded by registers. All read the one class-sorted table; the bench keeps the fastest per trial.
+PIECE_VARIANTS = ("pieces", "classed", "classed_hint", "pieces_bulk")
+PIECE_JOB_BYTES = (0, 2048, 2048, 16 << 10)
+DEFAULT_PIECE_VARIANT = "pieces"  # runs everywhere (no sm_90 feature, any table order)
+BOUND_PIECE_VARIANTS = PIECE_VARIANTS
+CLASSES = 8                 # piece size classes: class k holds pieces of 2^(k-1) < chunks <= 2^k 16-byte chunks
+MAX_JOB_SHIFT = 7           # at most 2^7 = 128 pieces in a job (4 per lane)
+TABLE_WORDS = 2 + 3 * CLASSES + 1  # PieceTable: pointer, n, job_end[8], first[9], shift[8]
 HERE = Path(__file__).parent
 KERNEL_SOURCES = ("probe_stream.cu", "probe_binding.cpp")
 # The bulk variant includes the shared Hopper helpers from a source checkout's templates/common; where that folder
@@ -214,6 +231,40 @@ def pieces_for(p: Plan, inputs: dict) -> torch.Tensor:
     return encode_pieces(torch.cat(starts), torch.cat(sizes))
 
 
+def piece_classes(sizes: torch.Tensor) -> torch.Tensor:
+    """Each piece's size class: k for 2^(k-1) < 16-byte chunks <= 2^k (a head or tail of < 16 bytes, no chunk,
+    is class 0 with the one-chunk pieces)."""
+    chunks = sizes.to(torch.long) // 16
+    return (chunks[:, None] > (1 << torch.arange(CLASSES - 1))).sum(1)
+
+
+def class_sorted(pieces: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Encoded pieces -> the same pieces sorted by size class (stable) and the number in each class."""
+    classes = piece_classes((pieces >> ADDRESS_BITS) * WORD)
+    order = torch.sort(classes, stable=True).indices
+    return pieces[order], torch.bincount(classes, minlength=CLASSES)
+
+
+def job_shifts(job_bytes: int) -> list[int]:
+    """log2 of the pieces in one job of each class: as many as fill `job_bytes` at the class's largest piece, at
+    most 2^MAX_JOB_SHIFT (one job per piece without jobs, job_bytes 0)."""
+    if job_bytes == 0:
+        return [0] * CLASSES
+    top = (job_bytes // 16).bit_length() - 1                 # log2 of the job's 16-byte chunks
+    return [min(MAX_JOB_SHIFT, top - k) for k in range(CLASSES)]
+
+
+def piece_params(counts: torch.Tensor, job_bytes: int) -> torch.Tensor:
+    """Class counts -> the int64 words of the kernel's `PieceTable` parameters: [0 (the table's address, set at the
+    launch), pieces, job_end[k] (jobs of classes 0..k), first[k] (class k's first piece; first[CLASSES] = pieces),
+    shift[k] (a job of class k is 2^shift[k] consecutive pieces, its class's last one perhaps fewer)]."""
+    shifts = torch.tensor(job_shifts(job_bytes), dtype=torch.long)
+    counts = counts.to(torch.long)
+    jobs = (counts + (1 << shifts) - 1) >> shifts
+    first = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(counts, 0)])
+    return torch.cat([torch.tensor([0, int(counts.sum())]), torch.cumsum(jobs, 0), first, shifts])
+
+
 # ---- the few-ranges path: ranges in the kernel's parameters -------------------------------------------------------
 
 def absolute_ranges(p: Plan, bases: dict[str, int]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -261,15 +312,16 @@ def pack_ranges(starts: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     return words
 
 
-def choose_variant(path: str, variant: str = "auto", runnable: tuple[str, ...] = VARIANTS) -> str:
-    """The kernel that runs on `path` ("ranges" or "pieces"): "pieces" on the pieces path whatever the variant (the
-    variants are ranges-path kernels), else the asked variant, "auto" being DEFAULT_VARIANT (FALLBACK_VARIANT where
-    that one cannot run); `runnable`: the variants this build and device can run."""
-    if variant != "auto" and variant not in VARIANTS:
-        raise BadInputError(f"probe: variant must be auto or one of {', '.join(VARIANTS)}, got {variant!r}")
-    if path == "pieces":
-        return "pieces"
-    if variant == "auto":
+def choose_variant(path: str, variant: str = "auto", runnable: tuple[str, ...] = VARIANTS + PIECE_VARIANTS) -> str:
+    """The kernel that runs on `path` ("ranges" or "pieces"): the asked variant where it is one of that path's
+    kernels, else ("auto", or a kernel of the other path) the path's default: DEFAULT_VARIANT (FALLBACK_VARIANT
+    where that one cannot run) or DEFAULT_PIECE_VARIANT; `runnable`: the kernels this build and device can run."""
+    if variant != "auto" and variant not in VARIANTS + PIECE_VARIANTS:
+        raise BadInputError(f"probe: variant must be auto or one of {', '.join(VARIANTS + PIECE_VARIANTS)}, "
+                            f"got {variant!r}")
+    if path == "pieces" and variant not in PIECE_VARIANTS:
+        variant = DEFAULT_PIECE_VARIANT
+    elif path != "pieces" and variant not in VARIANTS:
         variant = DEFAULT_VARIANT if DEFAULT_VARIANT in runnable else FALLBACK_VARIANT
     if variant not in runnable:
         raise BadInputError(f"probe: variant {variant!r} cannot run here (it needs sm_90 and {COMMON_HEADER} from "
@@ -326,7 +378,7 @@ class Probe:
     launch: Callable[[], None]
     device: torch.device
     path: str                                # "ranges" (in the parameters) or "pieces" (a device table)
-    variant: str                             # the kernel that ran: one of VARIANTS, or "pieces"
+    variant: str                             # the kernel that ran: one of VARIANTS or PIECE_VARIANTS
     ranges: int                              # the plan's ranges once touching ones are joined
     pieces: int                              # entries of the piece table (0 on the ranges path)
     blocks: int
@@ -348,20 +400,26 @@ def prepare(definition_name: str, inputs: dict, path: str = "auto", variant: str
 
 
 def prepare_candidates(definition_name: str, inputs: dict) -> list[Probe]:
-    """The launches the bound is the fastest of: on the ranges path one per runnable BOUND_VARIANTS kernel (the
-    default first), on the pieces path its one kernel. All read and write the same bytes."""
+    """The launches the bound is the fastest of: one per runnable kernel of the plan's path in BOUND_VARIANTS
+    (ranges) or BOUND_PIECE_VARIANTS (pieces), the path's default first. All read and write the same bytes."""
     p = plan(definition_name, inputs)
     first = prepare_plan(p, inputs)
-    if first.path != "ranges":
-        return [first]
-    runnable = runnable_variants(extension(first.device))
-    return [first, *(prepare_plan(p, inputs, "ranges", v) for v in BOUND_VARIANTS
-                     if v != first.variant and v in runnable)]
+    ext = extension(first.device)
+    if first.path == "ranges":
+        bound, runnable = BOUND_VARIANTS, runnable_variants(ext)
+    else:
+        bound, runnable = BOUND_PIECE_VARIANTS, runnable_piece_variants(ext)
+    return [first, *(prepare_plan(p, inputs, first.path, v) for v in bound if v != first.variant and v in runnable)]
 
 
 def runnable_variants(ext) -> tuple[str, ...]:
     """The ranges-path variants this build can run on the current device (the extension says 0 threads if not)."""
     return tuple(name for i, name in enumerate(VARIANTS) if ext.variant_threads(i) > 0)
+
+
+def runnable_piece_variants(ext) -> tuple[str, ...]:
+    """The pieces-path kernels this build can run on the current device."""
+    return tuple(name for i, name in enumerate(PIECE_VARIANTS) if ext.piece_variant_threads(i) > 0)
 
 
 def prepare_plan(p: Plan, inputs: dict, path: str = "auto", variant: str = "auto") -> Probe:
@@ -375,10 +433,13 @@ def prepare_plan(p: Plan, inputs: dict, path: str = "auto", variant: str = "auto
         ext = extension(device)
         if ext.piece_bytes() != PIECE_BYTES or ext.max_ranges() != MAX_RANGES or \
                 ext.ranges_bytes() != 8 * (RANGE_HEADER + 4 * MAX_RANGES) or \
-                tuple(ext.variant_name(i) for i in range(ext.variants())) != VARIANTS:
-            raise RuntimeError("probe_stream.cu and probe.py disagree on the piece size, the range parameters or the "
-                               "variants")
-        kernel = choose_variant(path, variant, runnable_variants(ext))
+                tuple(ext.variant_name(i) for i in range(ext.variants())) != VARIANTS or \
+                ext.piece_table_bytes() != 8 * TABLE_WORDS or \
+                tuple(ext.piece_variant_name(i) for i in range(ext.piece_variants())) != PIECE_VARIANTS or \
+                tuple(ext.piece_job_bytes(i) for i in range(len(PIECE_VARIANTS))) != PIECE_JOB_BYTES:
+            raise RuntimeError("probe_stream.cu and probe.py disagree on the piece size, the range or piece-table "
+                               "parameters or the variants")
+        kernel = choose_variant(path, variant, runnable_variants(ext) + runnable_piece_variants(ext))
         dst = torch.empty((p.write_bytes + 15) // 16 * 16, dtype=torch.uint8, device=device)
         if path == "ranges":
             params = pack_ranges(starts, lengths)                 # stays on the CPU: copied into every launch
@@ -387,17 +448,22 @@ def prepare_plan(p: Plan, inputs: dict, path: str = "auto", variant: str = "auto
             threads = int(ext.variant_threads(index))
             n_pieces, descriptor = 0, params.numel() * 8
         else:
-            pieces = pieces_for(p, inputs).to(device)
-            blocks = int(ext.blocks(pieces.numel(), dst.numel()))
-            threads = int(ext.threads_per_block())
-            n_pieces, descriptor = pieces.numel(), pieces.numel() * 8
+            table, counts = class_sorted(pieces_for(p, inputs))
+            index = PIECE_VARIANTS.index(kernel)
+            params = piece_params(counts, PIECE_JOB_BYTES[index])  # CPU words, copied into every launch
+            table = table.to(device)
+            blocks = int(ext.piece_blocks(index, params, dst.numel()))
+            threads = int(ext.piece_variant_threads(index))
+            if blocks <= 0:
+                raise RuntimeError(f"probe: the {kernel} kernel refused its piece table")
+            n_pieces, descriptor = table.numel(), table.numel() * 8 + params.numel() * 8
         sink = torch.zeros(blocks * threads // 32, dtype=torch.int32, device=device)
 
     def launch():
         if path == "ranges":
             ext.stream_ranges(index, params, dst, sink, blocks)
         else:
-            ext.stream(pieces, dst, sink, blocks)
+            ext.stream_pieces(index, table, params, dst, sink, blocks)
 
     return Probe(p, launch, device, path, kernel, starts.numel(), n_pieces, blocks, descriptor, sink.numel() * 4, dst,
                  sink)

@@ -20,12 +20,19 @@
 //      bulk    1 CTA per SM, one thread issuing cp.async.bulk copies (TMA, up to 32 KB each) into a ring of 4
 //              shared-memory stages completed by mbarriers; all threads sum a landed stage while the others are
 //              in flight. No per-lane address work and no register-file limit on the bytes in flight.
-//  * stream_pieces, for gathered plans (many rows): a device table of pieces, one 64-bit word each: the address
+//  * the pieces path, for gathered plans (many rows): a device table of pieces, one 64-bit word each: the address
 //    in bits 0..47, the length in 4-byte words in bits 48..63. The host splits ranges so that a piece of 16 bytes
 //    or more starts 16-byte aligned, is a multiple of 16 bytes and at most kPieceBytes long; shorter pieces
-//    (range heads and tails) are read as 4-byte words. One warp per piece; each warp takes kGroup pieces per step,
-//    so a lane has kGroup * kChunksPerLane 16-byte loads in flight, and it fetches the next step's piece words
-//    while those loads are outstanding.
+//    (range heads and tails) are read as 4-byte words. The host sorts the table by size class (chunks rounded up
+//    to a power of two) and passes the class boundaries in the parameters (PieceTable), so that a kernel can pack
+//    pieces of one class into a fixed-size job and find a job's pieces from its index alone. Kernels
+//    (probe.PIECE_VARIANTS):
+//      pieces       one warp per piece (any order), kGroup pieces a step, 4 loads a lane per piece: a 128-byte
+//                   piece keeps 8 of 32 lanes busy, a 1 KB one half of each lane's slots (the first pieces kernel);
+//      classed      one warp per 2 KB job of one class (16 rows of 128 B, 2 of 1 KB, 1 of 2 KB): 4 loads per lane
+//                   per job whatever the row size, 2 jobs a step; classed_hint: its loads with the L2::256B hint;
+//      pieces_bulk  per warp, a ring of 3 shared-memory stages of 16 KB jobs filled by TMA bulk copies (one per
+//                   piece, issued by its lane), 192 KB in flight per SM with no register cost.
 // Shape of all: a persistent grid (every SM, as many CTAs as fit). The output stores are issued first: they are
 // posted, so the write stream overlaps the read stream.
 #include <cstdint>
@@ -52,7 +59,10 @@ namespace {
 constexpr int kThreads = 256;                            // stream_pieces
 constexpr int kPieceBytes = 2048;                        // must match PIECE_BYTES in probe.py
 constexpr int kChunksPerLane = kPieceBytes / (32 * 16);  // 4
-constexpr int kGroup = 2;
+constexpr int kGroup = 2;                                // stream_pieces: pieces per warp step
+constexpr int kClasses = 8;                              // piece size classes: up to 1, 2, 4, ..., 128 chunks
+constexpr int kJobSlots = 32 * kChunksPerLane;           // stream_classed: 16-byte slots of a job (2 KB)
+constexpr int kJobsPerStep = 2;                          // stream_classed: jobs per warp step (8 loads a lane)
 constexpr int kMaxRanges = 96;                           // must match MAX_RANGES in probe.py
 constexpr unsigned long long kAddressMask = (1ull << 48) - 1;
 
@@ -258,31 +268,74 @@ stream_bulk(const __grid_constant__ Ranges ranges, uint4* __restrict__ dst, long
 #endif
 }
 
+// ---- the pieces path ---------------------------------------------------------------------------------------------
+// The table is sorted by size class (probe.class_sorted): class k holds the pieces of 2^(k-1) < chunks <= 2^k
+// 16-byte chunks (class 0: one chunk, or a head or tail of < 16 bytes). A "job" is 2^shift[k] consecutive pieces
+// of one class, so a job's piece and slot follow from its index by shifts alone: no per-job table to read, only
+// these few words in the parameters (the constant bank). Jobs are numbered class after class.
+struct PieceTable {
+  const unsigned long long* pieces;   // set by the launch from the table tensor
+  long long n;                        // pieces in the table
+  long long job_end[kClasses];        // jobs of classes 0..k (prefix sums)
+  long long first[kClasses + 1];      // class k: pieces [first[k], first[k + 1]) of the table; first[kClasses] = n
+  long long shift[kClasses];          // a job of class k: up to 2^shift[k] pieces (the class's last job may be short)
+};
+
+struct Job {
+  int k;                              // its class
+  long long first, end;               // its pieces [first, end)
+};
+
+// Job j's class (a few uniform compares against the parameters) and pieces.
+__host__ __device__ __forceinline__ Job job_at(const PieceTable& t, long long j) {
+  int k = 0;
+#pragma unroll
+  for (int c = 0; c < kClasses - 1; ++c) k += j >= t.job_end[c];
+  const long long first = t.first[k] + ((j - (k ? t.job_end[k - 1] : 0)) << t.shift[k]);
+  const long long cap = first + (1ll << t.shift[k]);
+  return {k, first, cap < t.first[k + 1] ? cap : t.first[k + 1]};
+}
+
 __device__ __forceinline__ unsigned long long piece_at(const unsigned long long* __restrict__ pieces, long long i,
                                                        long long n) {
   return i < n ? __ldg(pieces + i) : 0ull;  // 0 = an empty piece
 }
 
+__device__ __forceinline__ const char* piece_base(unsigned long long piece) {
+  return reinterpret_cast<const char*>(piece & kAddressMask);
+}
+
+// A piece shorter than 16 bytes (at most 3 words; never both kinds in one piece): its words, as one lane reads them.
+__device__ __forceinline__ uint4 piece_words(unsigned long long piece) {
+  const unsigned* w = reinterpret_cast<const unsigned*>(piece_base(piece));
+  const unsigned n = static_cast<unsigned>(piece >> 48) & 3u;
+  return make_uint4(n > 0 ? __ldg(w) : 0u, n > 1 ? __ldg(w + 1) : 0u, n > 2 ? __ldg(w + 2) : 0u, 0u);
+}
+
+// "pieces": one warp per piece in any table order; each warp takes kGroup pieces per step, so a lane has
+// kGroup * kChunksPerLane 16-byte loads in flight, and it fetches the next step's piece words while those loads
+// are outstanding. Pieces much shorter than 2 KB leave most of a lane's load slots empty.
 __global__ void __launch_bounds__(kThreads, 4)
-stream_pieces(const unsigned long long* __restrict__ pieces, long long n_pieces, uint4* __restrict__ dst,
-              long long dst_chunks, unsigned* __restrict__ sink) {
+stream_pieces(const __grid_constant__ PieceTable t, uint4* __restrict__ dst, long long dst_chunks,
+              unsigned* __restrict__ sink) {
   const int lane = threadIdx.x & 31;
   const long long warp = global_thread() >> 5;
   const long long warps = (gridDim.x * static_cast<long long>(kThreads)) >> 5;
+  const long long n_pieces = t.n;
 
   write_marks(dst, dst_chunks);
 
   unsigned acc = 0;
   unsigned long long next[kGroup];
 #pragma unroll
-  for (int g = 0; g < kGroup; ++g) next[g] = piece_at(pieces, warp + g * warps, n_pieces);
+  for (int g = 0; g < kGroup; ++g) next[g] = piece_at(t.pieces, warp + g * warps, n_pieces);
 
   for (long long first = warp; first < n_pieces; first += kGroup * warps) {
     uint4 v[kGroup][kChunksPerLane];
     unsigned word[kGroup];
 #pragma unroll
     for (int g = 0; g < kGroup; ++g) {
-      const char* base = reinterpret_cast<const char*>(next[g] & kAddressMask);
+      const char* base = piece_base(next[g]);
       const unsigned words = static_cast<unsigned>(next[g] >> 48);
       const unsigned chunks = words >> 2;
 #pragma unroll
@@ -296,7 +349,7 @@ stream_pieces(const unsigned long long* __restrict__ pieces, long long n_pieces,
                                                    : 0u;
     }
 #pragma unroll
-    for (int g = 0; g < kGroup; ++g) next[g] = piece_at(pieces, first + (kGroup + g) * warps, n_pieces);
+    for (int g = 0; g < kGroup; ++g) next[g] = piece_at(t.pieces, first + (kGroup + g) * warps, n_pieces);
 #pragma unroll
     for (int g = 0; g < kGroup; ++g) {
 #pragma unroll
@@ -305,6 +358,180 @@ stream_pieces(const unsigned long long* __restrict__ pieces, long long n_pieces,
     }
   }
   store_checksum(acc, sink);
+}
+
+// "classed": a job is kJobSlots 16-byte slots (4 per lane, 2 KB) filled by pieces of one class: slot s holds
+// chunk s % 2^k of the job's piece s / 2^k, so a warp step moves 2 KB whether the pieces are 2 KB, 1 KB (2 a job)
+// or 128 B (16 a job, 8 lanes each: one 128-byte line per lane group). A lane has kJobsPerStep jobs, 8 loads, in
+// flight, and fetches the next step's piece words (one per slot, mostly the same word: L1 hits) meanwhile.
+// Slots past a piece's end (a piece shorter than its class) or past the class's end stay empty.
+struct Slots {
+  int k;
+  unsigned long long word[kChunksPerLane];
+};
+
+__device__ __forceinline__ Slots slots_at(const PieceTable& t, int j, int jobs, int lane) {
+  Slots out{0, {0ull, 0ull, 0ull, 0ull}};
+  if (j < jobs) {
+    const Job job = job_at(t, j);
+    out.k = job.k;
+#pragma unroll
+    for (int i = 0; i < kChunksPerLane; ++i) {
+      const long long p = job.first + ((lane + 32 * i) >> job.k);
+      out.word[i] = p < job.end ? __ldg(t.pieces + p) : 0ull;
+    }
+  }
+  return out;
+}
+
+template <bool Hint>
+__device__ __forceinline__ uint4 slot_load(unsigned long long piece, unsigned chunk) {
+  const unsigned words = static_cast<unsigned>(piece >> 48);
+  if (chunk < (words >> 2)) return load16<Hint>((piece & kAddressMask) + 16ull * chunk);
+  return chunk == 0 ? piece_words(piece) : make_uint4(0u, 0u, 0u, 0u);  // words: class 0 only, chunk 0
+}
+
+template <bool Hint>
+__global__ void __launch_bounds__(kThreads, 4)
+stream_classed(const __grid_constant__ PieceTable t, uint4* __restrict__ dst, long long dst_chunks,
+               unsigned* __restrict__ sink) {
+  const int lane = threadIdx.x & 31;
+  // Job indices in 32 bits (2^31 jobs are 4 TB): fewer registers beside the 8 loads' 32 and the next words' 16.
+  const int warp = static_cast<int>(global_thread() >> 5);
+  const int warps = gridDim.x * (kThreads / 32);
+  const int jobs = static_cast<int>(t.job_end[kClasses - 1]);
+
+  write_marks(dst, dst_chunks);
+
+  unsigned acc = 0;
+  Slots next[kJobsPerStep];
+#pragma unroll
+  for (int g = 0; g < kJobsPerStep; ++g) next[g] = slots_at(t, warp + g * warps, jobs, lane);
+
+  for (int first = warp; first < jobs; first += kJobsPerStep * warps) {
+    uint4 v[kJobsPerStep][kChunksPerLane];
+#pragma unroll
+    for (int g = 0; g < kJobsPerStep; ++g) {
+      const unsigned mask = (1u << next[g].k) - 1u;
+#pragma unroll
+      for (int i = 0; i < kChunksPerLane; ++i) v[g][i] = slot_load<Hint>(next[g].word[i], (lane + 32 * i) & mask);
+    }
+#pragma unroll
+    for (int g = 0; g < kJobsPerStep; ++g) next[g] = slots_at(t, first + (kJobsPerStep + g) * warps, jobs, lane);
+#pragma unroll
+    for (int g = 0; g < kJobsPerStep; ++g)
+#pragma unroll
+      for (int i = 0; i < kChunksPerLane; ++i) acc += sum4(v[g][i]);
+  }
+  store_checksum(acc, sink);
+}
+
+// "pieces_bulk": every warp on its own, with a private ring of kBulkPieceStages shared-memory stages of
+// kBulkJobBytes each, one job per stage (up to 128 pieces of one class, at most 16 KB): each lane issues one
+// cp.async.bulk (TMA) per piece of its 4, straight into the stage at the warp's prefix sum of their sizes, so a
+// 128-byte piece costs one instruction, not 8 lanes' loads, and the bytes in flight (192 KB an SM, more than a
+// 19 MB plan needs over 132 SMs) are bounded by shared memory, not registers. The stage's mbarrier expects the
+// job's bytes; once it lands the warp sums the stage (the checksum) and refills it with its next job. Pieces of
+// < 16 bytes (not bulk-copyable) are read as words at issue time.
+constexpr int kBulkPieceWarps = 4;
+constexpr int kBulkPieceStages = 3;
+constexpr int kBulkJobBytes = 16 << 10;
+constexpr int kBulkPieceSmem = kBulkPieceWarps * kBulkPieceStages * kBulkJobBytes;  // 192 KB: 1 CTA per SM
+
+#if FIB_PROBE_BULK_DEVICE
+// This lane's 4 pieces of job j (pieces first + lane + 32q), or empty ones past the job (or past the last job).
+__device__ __forceinline__ void job_words(const PieceTable& t, long long j, long long jobs, int lane,
+                                          unsigned long long (&word)[4]) {
+  const Job job = j < jobs ? job_at(t, j) : Job{0, 0, 0};
+#pragma unroll
+  for (int q = 0; q < 4; ++q) word[q] = piece_at(t.pieces, job.first + lane + 32 * q, job.end);
+}
+
+// Issues one job into the stage at `stage` (shared address) completing on `bar`; returns its bytes in the stage.
+__device__ __forceinline__ unsigned issue_job(const unsigned long long (&word)[4], int lane, uint32_t stage,
+                                              uint32_t bar, unsigned& acc) {
+  unsigned bytes[4], mine = 0;
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    bytes[q] = 16u * (static_cast<unsigned>(word[q] >> 50));  // whole 16-byte chunks: (words >> 2) * 16
+    mine += bytes[q];
+  }
+  unsigned end = mine;  // inclusive prefix sum over the lanes: this lane's pieces end at `end` in the stage
+#pragma unroll
+  for (int offset = 1; offset < 32; offset <<= 1) {
+    const unsigned before = __shfl_up_sync(0xffffffffu, end, offset);
+    if (lane >= offset) end += before;
+  }
+  const unsigned total = __shfl_sync(0xffffffffu, end, 31);
+  if (lane == 0) sm90::mbar_arrive_expect_tx(bar, total);  // announced before any copy can complete on it
+  __syncwarp();
+  unsigned at = end - mine;
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    if (bytes[q]) sm90::bulk_load(stage + at, piece_base(word[q]), bytes[q], bar);
+    at += bytes[q];
+    acc += sum4(piece_words(word[q]));  // heads and tails (< 16 B); zero for body pieces
+  }
+  return total;
+}
+#endif
+
+__global__ void __launch_bounds__(kBulkPieceWarps * 32, 1)
+stream_pieces_bulk(const __grid_constant__ PieceTable t, uint4* __restrict__ dst, long long dst_chunks,
+                   unsigned* __restrict__ sink) {
+#if FIB_PROBE_BULK_DEVICE
+  extern __shared__ __align__(128) uint4 ring[];
+  __shared__ __align__(8) uint64_t full[kBulkPieceWarps * kBulkPieceStages];
+  constexpr int kStageChunks = kBulkJobBytes / 16;
+  const int lane = threadIdx.x & 31;
+  const int w = threadIdx.x >> 5;
+  const long long warp = global_thread() >> 5;
+  const long long warps = gridDim.x * static_cast<long long>(kBulkPieceWarps);
+  const long long jobs = t.job_end[kClasses - 1];
+  const uint4* mine = ring + w * kBulkPieceStages * kStageChunks;  // this warp's stages
+  const auto stage_at = [&](int s) { return sm90::smem_u32(mine + s * kStageChunks); };
+  const auto bar_at = [&](int s) { return sm90::smem_u32(full + w * kBulkPieceStages + s); };
+  if (threadIdx.x == 0) {
+    for (int b = 0; b < kBulkPieceWarps * kBulkPieceStages; ++b) sm90::mbar_init(sm90::smem_u32(full + b), 1);
+    sm90::mbar_fence_init();
+  }
+  // This warp's t-th job is warp + t * warps (interleaved over the grid), in stage t % kBulkPieceStages. Its piece
+  // words are fetched a ring ahead: those of the first ring all at once, then each right after its stage's issue.
+  unsigned long long word[kBulkPieceStages][4];
+#pragma unroll
+  for (int s = 0; s < kBulkPieceStages; ++s) job_words(t, warp + s * warps, jobs, lane, word[s]);
+  __syncthreads();  // the barriers are initialised before anyone issues on or waits on them
+
+  write_marks(dst, dst_chunks);
+  unsigned acc = 0;
+  unsigned bytes[kBulkPieceStages];
+#pragma unroll
+  for (int s = 0; s < kBulkPieceStages; ++s) {
+    const long long j = warp + s * warps;
+    bytes[s] = j < jobs ? issue_job(word[s], lane, stage_at(s), bar_at(s), acc) : 0u;
+    job_words(t, j + kBulkPieceStages * warps, jobs, lane, word[s]);
+  }
+  for (long long round = 0;; ++round) {
+#pragma unroll
+    for (int s = 0; s < kBulkPieceStages; ++s) {
+      const long long j = warp + (round * kBulkPieceStages + s) * warps;
+      if (j >= jobs) {  // every job issued before this one was summed: nothing is in flight into the ring
+        store_checksum(acc, sink);
+        return;
+      }
+      sm90::mbar_wait(bar_at(s), static_cast<uint32_t>(round & 1));
+      const uint4* data = mine + s * kStageChunks;
+      const int n = static_cast<int>(bytes[s] / 16);
+#pragma unroll 4
+      for (int i = lane; i < n; i += 32) acc += sum4(data[i]);
+      __syncwarp();                // every lane is done reading the stage ...
+      sm90::fence_proxy_async();   // ... before the async proxy (TMA) writes it again
+      const long long again = j + kBulkPieceStages * warps;
+      bytes[s] = again < jobs ? issue_job(word[s], lane, stage_at(s), bar_at(s), acc) : 0u;
+      job_words(t, again + kBulkPieceStages * warps, jobs, lane, word[s]);
+    }
+  }
+#endif
 }
 
 // The ranges-path kernels, in probe.VARIANTS order. `per_thread`: body chunks one thread takes per step (what
@@ -325,20 +552,64 @@ const Variant kVariants[] = {
 };
 constexpr int kNumVariants = static_cast<int>(sizeof(kVariants) / sizeof(kVariants[0]));
 
-// The variant, if it is built here and can run on the current device (bulk copies need sm_90).
-const Variant* runnable(int variant) {
-  if (variant < 0 || variant >= kNumVariants || kVariants[variant].kernel == nullptr) return nullptr;
-  const Variant* v = &kVariants[variant];
-  int device = 0, major = 0;
+// Whether a kernel is built here and can run on the current device (bulk copies need sm_90).
+bool usable(const void* kernel, int smem, int major) {
+  if (kernel == nullptr) return false;
+  int device = 0, have = 0;
   cudaGetDevice(&device);
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-  if (major < v->major) return nullptr;
+  cudaDeviceGetAttribute(&have, cudaDevAttrComputeCapabilityMajor, device);
+  if (have < major) return false;
   // Dynamic shared memory over 48 KB must be allowed per device and function: here, before every occupancy
   // query and launch (a host-side call, outside the kernel's span).
-  if (v->smem > 0 && cudaFuncSetAttribute(reinterpret_cast<const void*>(v->kernel),
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, v->smem) != cudaSuccess)
-    return nullptr;
-  return v;
+  return smem == 0 ||
+         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) == cudaSuccess;
+}
+
+// The ranges variant, if it can run here.
+const Variant* runnable(int variant) {
+  if (variant < 0 || variant >= kNumVariants) return nullptr;
+  const Variant* v = &kVariants[variant];
+  return usable(reinterpret_cast<const void*>(v->kernel), v->smem, v->major) ? v : nullptr;
+}
+
+// The pieces-path kernels, in probe.PIECE_VARIANTS order, all reading one class-sorted table. `job_bytes`: the
+// job size their PieceTable's shifts are computed for (0: one warp per piece, no jobs); `per_warp`: pieces
+// ("pieces") or jobs one warp takes per step (what sizes the grid for small plans).
+using PiecesKernel = void (*)(PieceTable, uint4*, long long, unsigned*);
+struct PieceVariant {
+  const char* name;
+  PiecesKernel kernel;  // null: not built here
+  int threads, job_bytes, per_warp, smem, major;
+};
+const PieceVariant kPieceVariants[] = {
+    {"pieces", stream_pieces, kThreads, 0, kGroup, 0, 0},
+    {"classed", stream_classed<false>, kThreads, kJobSlots * 16, kJobsPerStep, 0, 0},
+    {"classed_hint", stream_classed<true>, kThreads, kJobSlots * 16, kJobsPerStep, 0, 0},
+    {"pieces_bulk", FIB_PROBE_BULK ? stream_pieces_bulk : nullptr, kBulkPieceWarps * 32, kBulkJobBytes, 1,
+     kBulkPieceSmem, 9},
+};
+constexpr int kNumPieceVariants = static_cast<int>(sizeof(kPieceVariants) / sizeof(kPieceVariants[0]));
+
+const PieceVariant* runnable_pieces(int variant) {
+  if (variant < 0 || variant >= kNumPieceVariants) return nullptr;
+  const PieceVariant* v = &kPieceVariants[variant];
+  return usable(reinterpret_cast<const void*>(v->kernel), v->smem, v->major) ? v : nullptr;
+}
+
+// A table's parameters as probe.piece_params packs them for this variant: classes back to back, each class's
+// jobs those of its shift (the shift the variant's job size gives: min(7, log2(job_bytes / 16) - k)).
+bool valid_table(const PieceTable& t, const PieceVariant& v) {
+  if (t.n < 0 || t.first[0] != 0 || t.first[kClasses] != t.n) return false;
+  long long jobs = 0;
+  for (int k = 0; k < kClasses; ++k) {
+    const long long count = t.first[k + 1] - t.first[k];
+    int shift = 0;
+    while (v.job_bytes > 0 && (16ll << (shift + k + 1)) <= v.job_bytes && shift < 7) ++shift;
+    if (count < 0 || t.shift[k] != shift) return false;
+    jobs += (count + (1ll << shift) - 1) >> shift;
+    if (t.job_end[k] != jobs) return false;
+  }
+  return jobs <= 0x7fffffff;  // stream_classed counts jobs in 32 bits
 }
 
 // CTAs for a kernel that needs `threads` threads: every SM at full residency, fewer when the work is smaller
@@ -359,8 +630,6 @@ long long at_least(long long a, long long b) { return a > b ? a : b; }
 
 }  // namespace
 
-extern "C" int fib_probe_threads_per_block() { return kThreads; }
-
 extern "C" int fib_probe_piece_bytes() { return kPieceBytes; }
 
 extern "C" int fib_probe_max_ranges() { return kMaxRanges; }
@@ -379,12 +648,6 @@ extern "C" int fib_probe_variant_threads(int variant) {
   return v ? v->threads : 0;
 }
 
-// Pieces: one warp per kGroup pieces, or one lane per output chunk, whichever needs more.
-extern "C" int fib_probe_blocks(long long n_pieces, long long dst_chunks) {
-  const long long warps = at_least((n_pieces + kGroup - 1) / kGroup, (dst_chunks + 31) / 32);
-  return static_cast<int>(grid_for(reinterpret_cast<const void*>(stream_pieces), kThreads, 0, warps * 32));
-}
-
 // Ranges: one lane per `per_thread` body chunks, per loose piece or per output chunk, whichever needs more;
 // 0 when the variant cannot run here.
 extern "C" int fib_probe_range_blocks(int variant, long long chunks, long long n_loose, long long dst_chunks) {
@@ -392,12 +655,6 @@ extern "C" int fib_probe_range_blocks(int variant, long long chunks, long long n
   if (v == nullptr) return 0;
   const long long threads = at_least(at_least((chunks + v->per_thread - 1) / v->per_thread, n_loose), dst_chunks);
   return static_cast<int>(grid_for(reinterpret_cast<const void*>(v->kernel), v->threads, v->smem, threads));
-}
-
-extern "C" cudaError_t fib_probe_launch(const unsigned long long* pieces, long long n_pieces, void* dst,
-                                        long long dst_chunks, unsigned* sink, int blocks, cudaStream_t stream) {
-  stream_pieces<<<blocks, kThreads, 0, stream>>>(pieces, n_pieces, static_cast<uint4*>(dst), dst_chunks, sink);
-  return cudaGetLastError();
 }
 
 // `params`: fib_probe_ranges_bytes() bytes from probe.pack_ranges (host memory, copied into the launch).
@@ -413,6 +670,53 @@ extern "C" cudaError_t fib_probe_launch_ranges(int variant, const void* params, 
     return cudaErrorInvalidValue;
   uint4* out = static_cast<uint4*>(dst);
   void* args[] = {&ranges, &out, &dst_chunks, &sink};
+  return cudaLaunchKernel(reinterpret_cast<const void*>(v->kernel), dim3(blocks), dim3(v->threads), args,
+                          static_cast<size_t>(v->smem), stream);
+}
+
+extern "C" int fib_probe_piece_variants() { return kNumPieceVariants; }
+
+extern "C" const char* fib_probe_piece_variant_name(int variant) {
+  return variant >= 0 && variant < kNumPieceVariants ? kPieceVariants[variant].name : "";
+}
+
+// Threads per CTA of a pieces variant; 0 when it cannot run here.
+extern "C" int fib_probe_piece_variant_threads(int variant) {
+  const PieceVariant* v = runnable_pieces(variant);
+  return v ? v->threads : 0;
+}
+
+extern "C" int fib_probe_piece_job_bytes(int variant) {
+  return variant >= 0 && variant < kNumPieceVariants ? kPieceVariants[variant].job_bytes : -1;
+}
+
+extern "C" int fib_probe_piece_table_bytes() { return static_cast<int>(sizeof(PieceTable)); }
+
+// Pieces: one warp per `per_warp` pieces or jobs, or one lane per output chunk, whichever needs more; 0 when the
+// variant cannot run here or the parameters are not a valid table for it.
+extern "C" int fib_probe_piece_blocks(int variant, const void* params, long long dst_chunks) {
+  const PieceVariant* v = runnable_pieces(variant);
+  PieceTable t;
+  std::memcpy(&t, params, sizeof(PieceTable));
+  if (v == nullptr || !valid_table(t, *v)) return 0;
+  const long long units = v->job_bytes ? t.job_end[kClasses - 1] : t.n;
+  const long long warps = at_least((units + v->per_warp - 1) / v->per_warp, (dst_chunks + 31) / 32);
+  return static_cast<int>(grid_for(reinterpret_cast<const void*>(v->kernel), v->threads, v->smem, warps * 32));
+}
+
+// `params`: fib_probe_piece_table_bytes() bytes from probe.piece_params (host memory, copied into the launch);
+// `pieces`: the class-sorted device table they describe (n entries).
+extern "C" cudaError_t fib_probe_launch_pieces(int variant, const unsigned long long* pieces, long long n_pieces,
+                                               const void* params, void* dst, long long dst_chunks, unsigned* sink,
+                                               int blocks, cudaStream_t stream) {
+  const PieceVariant* v = runnable_pieces(variant);
+  if (v == nullptr) return cudaErrorNotSupported;
+  PieceTable t;
+  std::memcpy(&t, params, sizeof(PieceTable));
+  t.pieces = pieces;
+  if (!valid_table(t, *v) || t.n != n_pieces) return cudaErrorInvalidValue;
+  uint4* out = static_cast<uint4*>(dst);
+  void* args[] = {&t, &out, &dst_chunks, &sink};
   return cudaLaunchKernel(reinterpret_cast<const void*>(v->kernel), dim3(blocks), dim3(v->threads), args,
                           static_cast<size_t>(v->smem), stream);
 }

@@ -222,12 +222,13 @@ def _workload_table(rows: list[dict]) -> list[str]:
             line.append(f"{r.get('run', DASH)}" + ("" if r.get("same_run_reference") or not ref_run
                                                    else f" ({ref_run}, cross-run)"))
     if any(r.get("bound_ms") for r in rows):  # the measured bound (issue: a probe that reads the workload's bytes)
-        headers += ["bound ms", "latency/bound", "probe GB/s"]
+        headers += ["bound ms", "latency/bound", "probe GB/s", "probe % of copy"]
         for line, r in zip(table, rows):
             probe = r.get("probe") or {}
             bound, gbs, path = r.get("bound_ms"), probe.get("gb_per_s"), probe.get("path")
             line += [_ms(bound), _num(r["latency_ms"] / bound) if scoring.passed(r) and bound else DASH,
-                     (_num(gbs, 0) + (f" ({path})" if path else "")) if gbs else DASH]
+                     (_num(gbs, 0) + (f" ({path})" if path else "")) if gbs else DASH,
+                     _num(probe.get("pct_of_copy"), 0)]
     if any(r.get("references_ms") for r in rows):  # both references when a dataset was loaded
         sources = sorted({k for r in rows for k in (r.get("references_ms") or {})})
         headers += [f"{k} reference ms" for k in sources] + ["graded against"]
@@ -256,7 +257,9 @@ def _definition(definition: str, solutions: dict[str, list[dict]], out_dir: Path
            "peer cells show ms, the status when the peer failed, and `(graph)` when the peer ran as a CUDA graph; "
            "`bound ms` = max(the CUPTI span of a probe launch that only reads the bytes this workload must read, "
            "FLOPs / measured matrix rate), where measured, with the probe's path in `probe GB/s` (`ranges`: the ranges "
-           "in the launch parameters; `pieces`: a device table of gathered pieces); `strict` is the gate's strict verdict.",
+           "in the launch parameters; `pieces`: a device table of gathered pieces) and, in `probe % of copy`, that bandwidth "
+           "over a device copy's moving as many bytes (half read, half written), timed in the same trials; `strict` is "
+           "the gate's strict verdict.",
            ""]
     for name, rows in solutions.items():
         out += [f"### {name}", ""] + _workload_table(rows)
