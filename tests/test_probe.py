@@ -692,25 +692,30 @@ def test_both_paths_read_touching_overlapping_and_unaligned_ranges_once_per_ment
 
 @pytest.mark.gpu
 def test_probe_streams_at_copy_bandwidth():
+    """The bound is the fastest of the ranges-path candidates (what the bench keeps per trial): it must stream at
+    >= 80% of a same-size copy, and from 64 MiB at >= 80% of the 1 GiB copy ceiling."""
     from sdk.bench.timing import time_call
 
     ceiling = floors.measure_ceilings("cuda", copy_bytes=1 << 30, matmul_size=2048, reps=5).hbm_bytes_per_s
     for size in (16 << 20, 64 << 20, 1 << 30):
         buffer = torch.randint(0, 255, (size,), dtype=torch.uint8, device="cuda")
-        ready = probe.prepare_plan(contiguous_plan(buffer), {"buffer": buffer})
-        assert ready.path == "ranges" and ready.variant == probe.DEFAULT_VARIANT  # one range: the parameters
-        check_launch(ready, {"buffer": buffer})
-        probe_bw = size / (time_call(ready.launch, "cuda", warmup=3, iters=20).median_ms * 1e-3)
-        table = probe.prepare_plan(contiguous_plan(buffer), {"buffer": buffer}, "pieces")  # shown, not asserted
-        table_bw = size / (time_call(table.launch, "cuda", warmup=3, iters=20).median_ms * 1e-3)
+        x = {"buffer": buffer}
+        rates = {}
+        for variant in probe.BOUND_VARIANTS:
+            ready = probe.prepare_plan(contiguous_plan(buffer), x, "ranges", variant)
+            assert ready.path == "ranges" and ready.variant == variant  # one range: the parameters
+            check_launch(ready, x)
+            rates[variant] = size / (time_call(ready.launch, "cuda", warmup=3, iters=20).median_ms * 1e-3)
+        best = max(rates, key=rates.get)
         half = buffer[: size // 2]
         other = torch.empty_like(half)
         copy_bw = size / (time_call(lambda: other.copy_(half), "cuda", warmup=3, iters=20).median_ms * 1e-3)
-        print(f"\n{size >> 20} MiB: probe [{ready.variant}] {probe_bw / 1e12:.2f} TB/s (pieces path {table_bw / 1e12:.2f}), "
+        shown = ", ".join(f"{v} {r / 1e12:.2f}" for v, r in rates.items())
+        print(f"\n{size >> 20} MiB: probe TB/s {shown} (best {best}: {rates[best] / copy_bw:.0%} of the copy), "
               f"same-size copy {copy_bw / 1e12:.2f} TB/s, 1 GiB copy ceiling {ceiling / 1e12:.2f} TB/s")
-        assert probe_bw >= 0.8 * copy_bw, "the probe must stream at >= 80% of a copy moving as many bytes"
+        assert rates[best] >= 0.8 * copy_bw, "the probe must stream at >= 80% of a copy moving as many bytes"
         if size >= 64 << 20:
-            assert probe_bw >= 0.8 * ceiling
+            assert rates[best] >= 0.8 * ceiling
 
 
 class CleanFlush:

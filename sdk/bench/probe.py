@@ -61,7 +61,10 @@ BOUND_VARIANTS = ("ranges", "hint")
 PIECE_VARIANTS = ("pieces", "classed", "classed_hint", "pieces_bulk")
 PIECE_JOB_BYTES = (0, 2048, 2048, 16 << 10)
 DEFAULT_PIECE_VARIANT = "pieces"  # runs everywhere (no sm_90 feature, any table order)
-BOUND_PIECE_VARIANTS = PIECE_VARIANTS
+# Measured on the H200 (session 4, test_pieces_variants_against_copy; % of a same-size copy): attention N=8 (19 MB)
+# pieces 86, classed 87, classed_hint 91, pieces_bulk 74; indexer pages (24 MB) 90 / 86 / 94 / 80; attention N=1
+# (2.4 MB) 119 / 118 / 116 / 64. pieces_bulk is never the fastest, so the bench leaves it out.
+BOUND_PIECE_VARIANTS = ("pieces", "classed", "classed_hint")
 CLASSES = 8                 # piece size classes: class k holds pieces of 2^(k-1) < chunks <= 2^k 16-byte chunks
 MAX_JOB_SHIFT = 7           # at most 2^7 = 128 pieces in a job (4 per lane)
 TABLE_WORDS = 2 + 3 * CLASSES + 1  # PieceTable: pointer, n, job_end[8], first[9], shift[8]
