@@ -297,6 +297,9 @@ def _fmt(x, spec=".4g"):
 @click.option("--no-peers", is_flag=True, help="Skip the peer libraries.")
 @click.option("--peers", "peer_filter", multiple=True, help="Only peers whose name contains this (repeatable).")
 @click.option("--no-reference", is_flag=True, help="Do not time the reference.")
+@click.option("--reference-after", is_flag=True,
+              help="Time the reference after the solutions, once per workload, instead of between each solution's "
+                   "trials (the default on one device).")
 @click.option("--baseline-every", default=1, show_default=True, type=POSITIVE_INT,
               help="Time reference and peers on every Nth workload.")
 @click.option("--reference-iters", default=10, show_default=True, type=POSITIVE_INT,
@@ -318,8 +321,8 @@ def _fmt(x, spec=".4g"):
 @click.option("--json", "as_json", is_flag=True, help="Print the results JSON instead of tables.")
 @click.pass_context
 def bench(ctx, solution_dirs, definition_filter, keys, stride, trials, seed, warmup, iters, checks, budget_ms,
-          min_iters, no_peers, peer_filter, no_reference, baseline_every, reference_iters, timeout, compile_budget,
-          out_dir, tag, trace_dir, remote, settings_file, as_json):
+          min_iters, no_peers, peer_filter, no_reference, reference_after, baseline_every, reference_iters, timeout,
+          compile_budget, out_dir, tag, trace_dir, remote, settings_file, as_json):
     """Gate and time SOLUTION_DIRS (default: every package in solutions/) with the reference and peers."""
     from click.core import ParameterSource
     from pydantic import ValidationError
@@ -348,6 +351,7 @@ def bench(ctx, solution_dirs, definition_filter, keys, stride, trials, seed, war
     try:
         config = BenchConfig(keys=list(keys), stride=stride, seed=seed, peers=not no_peers,
                              peer_filter=list(peer_filter), reference=not no_reference,
+                             interleave_reference=not reference_after,
                              baseline_every=baseline_every, **tuned)
     except ValidationError as exc:  # a bad value in --settings (the options' own types are checked by click)
         raise BadInputError("bench settings: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
@@ -383,7 +387,8 @@ def bench(ctx, solution_dirs, definition_filter, keys, stride, trials, seed, war
              for d, s in results["summary"].items()]
     click.echo(tabulate(srows, headers=["definition", "best solution", "passed", "mean x ref", "geomean x ref",
                                         "best peer", "mean x best peer", "mean lat/floor"]))
-    click.echo(f"timing: {results['environment'].get('timing_method')}; speedups: mean of per-workload ratios "
+    click.echo(f"timing: {results['environment'].get('timing_method')}; reference: "
+               f"{results['environment'].get('reference_timing', '-')}; speedups: mean of per-workload ratios "
                "and geometric mean; results: " + (str(path) if path else "(not written)"))
     if not passed:
         click.echo(f"bench: 0/{len(results['rows'])} rows PASSED the gate: nothing was timed", err=True)

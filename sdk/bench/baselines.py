@@ -1,9 +1,11 @@
-"""The reference and the peers, timed once per workload in the judge's process, on the same kind of inputs.
+"""The reference(s), the peers and the probe, timed once per workload in the judge's process, on the same inputs.
 
 They are trusted code (the definition's reference, published libraries), so they run here and not in a candidate's
 worker; each trial draws a fresh call from the same input pool the solutions see (same seed, same workload), and a
 peer's time counts only when its outputs pass the same contest rule on that call. Which process measured them is
-recorded in the results (`environment.baselines`): no solution hosts them.
+recorded in the results (`environment.baselines`): no solution hosts them. This runs after the solutions' gate;
+where the bench interleaves the references with each solution's trials (`interleave`, one device), it times only
+the peers, the probe and the floors' work here (`time_references=False`).
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from ..gate.compare import Tolerance, check
 from ..gate.judge import as_tuple
 from ..gate.pool import InputPool
 from . import floors
+from .interleave import PREFIX, graded_source, reference_summary
 from .config import BenchConfig
 from .timing import time_many
 
@@ -25,11 +28,14 @@ HOST = "judge process: reference and peers on the solutions' input pool (same se
 
 
 def time_baselines(definition: Definition, workload: Workload, *, seed: int, config: BenchConfig, device: str,
-                   peer_names: list[str], tol: Tolerance) -> dict:
+                   peer_names: list[str], tol: Tolerance, time_references: bool = True) -> dict:
+    """Per trial one fresh call: the references (with `time_references` and `config.reference`), the peers and the
+    probe timed on it, and the floors' work counted."""
     began = time.perf_counter()
     dev = torch.device(device)
     ref_fn = definitions.reference(definition.name)  # what the gate grades against (the dataset's when active)
-    timed_refs = definitions.references(definition.name) if config.reference else {}  # both, when both exist
+    every_ref = definitions.references(definition.name)  # both, when both exist
+    timed_refs = every_ref if config.reference and time_references else {}
     pool = InputPool(definition, workload, seed, dev, slots=1, sets=1)
     chosen = []
     if peer_names:
@@ -45,7 +51,7 @@ def time_baselines(definition: Definition, workload: Workload, *, seed: int, con
     for trial in range(config.trials):
         args = pool.private(pool.next_call())
         works.append(floors.work(definition.name, args))
-        calls = {f"reference:{source}": (lambda a=args, f=f: f(**a), config.reference_iters)
+        calls = {f"{PREFIX}{source}": (lambda a=args, f=f: f(**a), config.reference_iters)
                  for source, f in timed_refs.items()}
         if dev.type == "cuda":  # the measured bound: one launch that reads only the bytes the workload must read
             try:
@@ -112,20 +118,15 @@ def time_baselines(definition: Definition, workload: Workload, *, seed: int, con
         del args, ref_out, calls
     mean = statistics.fmean
     work = floors.mean_work(works).as_dict() if works else None
-    source = "official" if "official" in timed_refs else "fib-sdk"  # with a dataset, the gate grades against it
-    ref = samples.get(f"reference:{source}")
-    others = {k.split(":", 1)[1]: mean(v) for k, v in samples.items() if k.startswith("reference:")}
+    references = reference_summary({k[len(PREFIX):]: v for k, v in samples.items() if k.startswith(PREFIX)},
+                                   graded_source(every_ref))  # with a dataset, the gate grades against it
     probe_ms = mean(samples["probe"]) if "probe" in samples else None
     probe_info = probe_summary(probe_trials) if probe_trials else {}
     if probe_error:
         probe_info["error"] = probe_error
     probe_info.update(probe_rates(probe_info, probe_ms, mean(samples["copy:probe"]) if "copy:probe" in samples
                                   else None))
-    spread = (max(ref) - min(ref)) / mean(ref) * 100 if ref and len(ref) > 1 and mean(ref) > 0 else None
-    return {"reference_latency_ms": mean(ref) if ref else None, "reference_trials_ms": ref or [],
-            "reference_aa_pct": spread,  # the reference's own A/A: spread of its trial medians (host-bound Python)
-            "reference_source": source, "references_ms": others, "probe_ms": probe_ms,
-            "probe": probe_info, "work": work,
+    return {**references, "probe_ms": probe_ms, "probe": probe_info, "work": work,
             "baseline_s": round(time.perf_counter() - began, 2),
             "peers": {name: {"latency_ms": mean(samples[f"peer:{name}"]) if f"peer:{name}" in samples and
                              s["status"] == "PASSED" else None, **s} for name, s in state.items()}}

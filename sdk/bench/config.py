@@ -22,6 +22,9 @@ class BenchConfig(BaseModel):
     stride: int = Field(1, ge=1)
     reference: bool = True
     reference_iters: int = Field(10, ge=1, description="timed calls of the (slow) reference per trial")
+    interleave_reference: bool = Field(True, description="the reference timed between each solution trial, in the "
+                                       "judge's process (one device; False, or several: after the solutions, once "
+                                       "per workload)")
     peers: bool = True
     peer_filter: list[str] = Field(default_factory=list)
     timeout_s: float = Field(600.0, gt=0)

@@ -38,6 +38,9 @@ class ResultRow(BaseModel):
     reference_trials_ms: list[float] = []
     reference_aa_pct: float | None = None      # spread of the reference's trial medians, % of their mean
     references_ms: dict[str, float] = {}       # every reference timed in the run, by source
+    reference_timing: str | None = None        # "interleaved" (between this solution's trials) or "after" (once per
+                                               # workload, after the solutions); None: not timed
+    reference_interleave_error: str | None = None  # why the interleaved reference timing stopped (then: "after")
     probe_ms: float | None = None              # CUPTI span of a launch that only reads the workload's bytes
     probe: dict = {}
     bound_ms: float | None = None              # max(probe_ms, FLOPs / measured matrix rate)

@@ -1,10 +1,14 @@
 """`bench`: every solution on its definition's workloads, with the reference, peers and floors, in one run.
 
 Per definition: first each solution through the gate with a timing plan, so every timed call is also a call the
-judge may check (`sdk.gate.judge`), while the peers' JIT builds run beside it (`peer_builds`); then the baselines
-(reference and peers, in this process: `baselines`), timed with every JIT cache warm; latencies
-come from the judge's raw per-call records (`stats`). A row that passed the checks but ran faster than its physical
-floor is rejected, not reported. With several GPUs, each gets its own worker process and a share of the workloads.
+judge may check (`sdk.gate.judge`), while the peers' JIT builds run beside it (`peer_builds`). On one device the
+reference(s) are timed between each solution's trials, in the judge's process, on inputs from that solution's own
+pool (`interleave`: solution trial 0, reference trial 0, solution trial 1, ...), so a row's speedup compares
+timings taken side by side while the host-bound reference's time drifts with the CPU. Then the baselines (peers
+and probe, and the references where they were not interleaved: `--reference-after`, several devices, or a row whose
+interleaved timing is missing; in this process: `baselines`), timed with every JIT cache warm; latencies come from
+the judge's raw per-call records (`stats`). A row that passed the checks but ran faster than its physical floor is
+rejected, not reported. With several GPUs, each gets its own worker process and a share of the workloads.
 """
 from __future__ import annotations
 
@@ -15,14 +19,14 @@ import re
 import subprocess
 import threading
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Collection
 
 from .. import workloads as wl
 from .._fib import Workload
 from .. import definitions
 from ..gate import contest_tolerance, draw_seed, gate_solution
 from ..solutions import REPO_ROOT, SolutionPackage
-from . import floors, scoring, stats
+from . import floors, interleave, scoring, stats
 from .baselines import HOST, time_baselines
 from .peer_builds import PeerBuilds
 from .config import BenchConfig
@@ -111,18 +115,22 @@ def environment(device: str, seed: int | None, method: str) -> dict:
 
 
 def _baselines_of_share(definition: str, share: list[Workload], device: str, *, seed: int, config: BenchConfig,
-                        peer_names: list[str]) -> dict[str, dict]:
+                        peer_names: list[str], references: Collection[str] | None = None) -> dict[str, dict]:
     spec, tol = definitions.load(definition), contest_tolerance(definition)
-    return {w.uuid: time_baselines(spec, w, seed=seed, config=config, device=device, peer_names=peer_names, tol=tol)
+    return {w.uuid: time_baselines(spec, w, seed=seed, config=config, device=device, peer_names=peer_names, tol=tol,
+                                   time_references=references is None or w.uuid in references)
             for w in share}
 
 
 def time_all_baselines(definition: str, chosen: list[Workload], shares: list[list[Workload]], devices: list[str], *,
                        seed: int, config: BenchConfig, peer_names: list[str],
-                       progress: Callable[[str], None] = print) -> dict[str, dict]:
+                       progress: Callable[[str], None] = print,
+                       references: Collection[str] | None = None) -> dict[str, dict]:
     """Reference(s), peers and probe of every workload (every `baseline_every`-th; the rest get {}), each on the
-    device of its share. One device: in this process. Several: one process per device, because the judge's CUPTI
-    spans come from torch.profiler, one per process; the dataset choice reaches them through FIB_DATASET_PATH."""
+    device of its share; `references`: the workload uuids whose references are timed here (None: all; the others
+    were timed between the solutions' trials). One device: in this process. Several: one process per device,
+    because the judge's CUPTI spans come from torch.profiler, one per process; the dataset choice reaches them
+    through FIB_DATASET_PATH."""
     index = {w.uuid: i for i, w in enumerate(chosen)}
     timed = [[w for w in share if not index[w.uuid] % config.baseline_every] if config.reference or peer_names
              else [] for share in shares]
@@ -133,24 +141,26 @@ def time_all_baselines(definition: str, chosen: list[Workload], shares: list[lis
         for uuid, b in done.items():
             peers = ", ".join(f"{name.split('+')[0]} {p['latency_ms']:.4g}" if p.get("latency_ms") else
                               f"{name.split('+')[0]} {p.get('status')}" for name, p in (b.get("peers") or {}).items())
+            ref = b.get("reference_latency_ms")
             progress(f"[baselines {device} {index[uuid] + 1}/{len(chosen)}] {uuid[:8]} reference "
-                     f"{b.get('reference_latency_ms') or float('nan'):.4g} ms" + (f"; peers (ms): {peers}" if peers
-                                                                                 else "")
+                     + (f"{ref:.4g} ms" if ref else "interleaved" if references is not None and uuid not in references
+                        else "-") + (f"; peers (ms): {peers}" if peers else "")
                      + f" [{b.get('baseline_s', 0):.1f} s]")
 
     jobs = [(share, dev) for share, dev in zip(timed, devices) if share]
     if len(jobs) <= 1:
         for share, dev in jobs:
             for w in share:  # one at a time, so progress shows as it goes
-                report(_baselines_of_share(definition, [w], dev, seed=seed, config=config, peer_names=peer_names),
-                       dev)
+                report(_baselines_of_share(definition, [w], dev, seed=seed, config=config, peer_names=peer_names,
+                                           references=references), dev)
         return out
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(max_workers=len(jobs), mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = {pool.submit(_baselines_of_share, definition, share, dev, seed=seed, config=config,
-                               peer_names=peer_names): dev for share, dev in jobs}
+                               peer_names=peer_names, references=None if references is None else set(references)): dev
+                   for share, dev in jobs}
         for future, dev in futures.items():
             report(future.result(), dev)
     return out
@@ -194,6 +204,22 @@ def implausibly_fast(latency_ms: float | None, floor_ms: float | None) -> bool:
     return bool(floor_ms) and latency_ms is not None and latency_ms < FLOOR_MARGIN * floor_ms
 
 
+REFERENCE_FIELDS = ("reference_latency_ms", "reference_trials_ms", "reference_aa_pct", "reference_source",
+                    "references_ms")
+
+
+def row_reference(raw: dict, baseline: dict) -> dict:
+    """The row's reference fields: from the references timed between this solution's trials where the gate result
+    has them, else from the baselines timed after the solutions (`reference_timing` says which; None: neither)."""
+    interleaved, error = interleave.from_raw(raw), raw.get("interleaved_error")
+    if interleaved is not None:
+        return {**interleaved, "reference_timing": interleave.INTERLEAVED, "reference_interleave_error": error}
+    after = {key: baseline.get(key) for key in REFERENCE_FIELDS}
+    return {**after, "reference_trials_ms": after["reference_trials_ms"] or [],
+            "references_ms": after["references_ms"] or {}, "reference_interleave_error": error,
+            "reference_timing": interleave.AFTER if after["reference_latency_ms"] is not None else None}
+
+
 def make_row(package: SolutionPackage, result, baseline: dict, ceilings, gpu: bool) -> dict:
     raw = result.raw
     timed = stats.latency(raw.get("calls") or [], gpu) if result.passed else stats.latency([], gpu)
@@ -207,10 +233,7 @@ def make_row(package: SolutionPackage, result, baseline: dict, ceilings, gpu: bo
         timing_method=timed["timing_method"], timer_fallback=bool(gpu and timed["timing_method"] not in (None, CUPTI)),
         timed_calls=timed["timed_calls"], checked_calls=raw.get("checked"), setup_ms=raw.get("setup_ms") or [],
         gate_s=raw.get("gate_s"), aa_noise_pct=timed["aa_noise_pct"],
-        reference_latency_ms=baseline.get("reference_latency_ms"),
-        reference_trials_ms=baseline.get("reference_trials_ms") or [], work=baseline.get("work"),
-        reference_source=baseline.get("reference_source"), references_ms=baseline.get("references_ms") or {},
-        reference_aa_pct=baseline.get("reference_aa_pct"),
+        **row_reference(raw, baseline), work=baseline.get("work"),
         probe_ms=baseline.get("probe_ms"), probe=baseline.get("probe") or {},
         peers=baseline.get("peers") or {}, matched_ratio=extra.get("matched_ratio"), max_abs_error=raw.get("max_abs"),
         rel_l2=max((v for k, v in extra.items() if k.endswith("rel_l2") and isinstance(v, float)), default=None),
@@ -263,8 +286,12 @@ def _finite(value):
 
 def _progress_line(package: SolutionPackage, dev: str, i: int, n: int, result) -> str:
     timed = stats.latency(result.raw.get("calls") or [], dev.startswith("cuda"))
+    ref = (interleave.from_raw(result.raw) or {}).get("reference_latency_ms")
     return (f"[{package.name} {dev} {i}/{n}] {result.workload.uuid[:8]} {result.status}"
             + (f" {timed['latency_ms']:.4f} ms" if result.passed and timed["latency_ms"] else "")
+            + (f" (reference {ref:.4g} ms, interleaved)" if ref else "")
+            + (f" (interleaved reference failed: {result.raw['interleaved_error']})"
+               if result.raw.get("interleaved_error") else "")
             + ("" if result.strict_passed or not result.passed else " (strict: FAIL)")
             + f" [{result.raw.get('gate_s', 0):.1f} s]" + (f": {result.reason}" if result.reason else ""))
 
@@ -286,6 +313,8 @@ def run_bench(packages: list[SolutionPackage], config: BenchConfig = BenchConfig
         ceilings = floors.measure_ceilings(device)
         env["ceilings"] = ceilings.as_dict()
     devices = [f"cuda:{i}" for i in range(torch.cuda.device_count())] if gpu else ["cpu"]
+    interleaving, env["reference_timing"] = reference_timing(config, len(devices))
+    timers: list[interleave.ReferenceTimer] = []
     by_def: dict[str, list[SolutionPackage]] = {}
     for package in packages:
         by_def.setdefault(package.solution.definition, []).append(package)
@@ -326,12 +355,15 @@ def run_bench(packages: list[SolutionPackage], config: BenchConfig = BenchConfig
                 lock = threading.Lock()
 
                 def drive(share, dev, package=package, trace_path=trace_path, results=results, lock=lock):
+                    timer = interleave.ReferenceTimer(definition, dev, config) if interleaving else None
                     done = gate_solution(package.solution, definition, share, seed=seed, tol=tol,
                                          timeout_s=config.timeout_s, device=dev, trace_path=trace_path, plan=plan,
                                          skip_after_timeout=True, first_call_extra_s=config.compile_budget_s,
-                                         progress=lambda i, n, r: progress(_progress_line(package, dev, i, n, r)))
+                                         progress=lambda i, n, r: progress(_progress_line(package, dev, i, n, r)),
+                                         between_trials=timer)
                     with lock:
                         results.extend(done)
+                        timers.extend([timer] if timer is not None else [])
 
                 _run_shares(drive, shares, devices)
                 order = {w.uuid: i for i, w in enumerate(chosen)}
@@ -342,8 +374,14 @@ def run_bench(packages: list[SolutionPackage], config: BenchConfig = BenchConfig
                 _save(env, rows + partial, out_dir, tag, complete=False)  # a killed run keeps the gate's verdicts
             if builds is not None and "peer_builds" not in env:
                 env["peer_builds"] = builds.wait()
+            # Interleaved, the references are timed here again only for workloads with a row that lacks them (a
+            # solution that failed before a trial's end, or whose reference timing failed): every row gets one.
+            after = None if not interleaving else {r.workload.uuid for _, res in gated for r in res
+                                                   if interleave.from_raw(r.raw) is None}
             baselines = time_all_baselines(definition, chosen, shares, devices, seed=seed, config=config,
-                                           peer_names=peer_names, progress=progress)
+                                           peer_names=peer_names, progress=progress, references=after)
+            if timers:
+                env["reference_timing_methods"] = sorted({m for t in timers for m in t.methods})
             rows.extend({**make_row(package, r, baselines.get(r.workload.uuid, {}), ceilings, gpu),
                          "device": where[r.workload.uuid]} for package, results in gated for r in results)
             _save(env, rows, out_dir, tag, complete=False)
@@ -351,6 +389,20 @@ def run_bench(packages: list[SolutionPackage], config: BenchConfig = BenchConfig
         if builds is not None:
             env.setdefault("peer_builds", builds.wait())
     return _save(env, rows, out_dir, tag, complete=True)
+
+
+def reference_timing(config: BenchConfig, n_devices: int) -> tuple[bool, str]:
+    """(interleave the references with each solution's trials?, how the results' environment says they were timed).
+    Only on one device: with several, the judge's threads share this process and torch.profiler is process-wide."""
+    if not config.reference:
+        return False, "not timed (--no-reference)"
+    if not config.interleave_reference:
+        return False, interleave.AFTER_TEXT + " (--reference-after)"
+    if n_devices > 1:
+        return False, interleave.AFTER_TEXT + f" ({n_devices} devices: torch.profiler is one per process)"
+    if config.baseline_every > 1:
+        return False, interleave.AFTER_TEXT + f" (every {config.baseline_every}th workload: --baseline-every)"
+    return True, interleave.INTERLEAVED_TEXT + "; after the solutions only for a workload with a row that lacks them"
 
 
 def _save(env: dict, rows: list[dict], out_dir: Path | None, tag: str | None, complete: bool):

@@ -7,6 +7,11 @@ outputs, the profiler in the same state for the whole trial). A checked call's i
 private copy (any change is a RUNTIME_ERROR), its outputs copied, and the reference run on the private copy; the
 verdict is the contest's rule plus the strict verdict. The reference, the comparison and the statistics all live
 here, so nothing the candidate does to its own interpreter reaches them.
+
+Order: trial 0's calls (profiler on, then its trace collected), then, with `between_trials`, the caller's own work
+on fresh inputs drawn from the same pool (the bench times the references there, so each solution trial has a
+reference trial beside it: solution 0, reference 0, solution 1, reference 1, ...), then trial 1, and so on. The
+worker is idle meanwhile and is told nothing; a failure of that work is recorded, never the solution's.
 """
 from __future__ import annotations
 
@@ -28,6 +33,9 @@ from .pool import Call, InputPool, clone
 from .spans import annotated_spans
 
 CALL_PREFIX = "fib-call-#"
+
+# between_trials(trial, draw) -> {key: median ms}: the caller's work after each trial; draw() gives fresh inputs.
+BetweenTrials = Callable[[int, Callable[[], dict]], dict[str, float]]
 
 
 class WorkerFailure(Exception):
@@ -55,6 +63,8 @@ class Outcome:
     setup_ms: list[float] = field(default_factory=list)
     checked: int = 0
     log: str = ""
+    interleaved: list[dict[str, float]] = field(default_factory=list)  # per trial: what between_trials returned
+    interleaved_error: str | None = None  # the first failure of between_trials (it is not called again)
 
 
 def _sync(device: torch.device) -> None:
@@ -88,8 +98,10 @@ def call_spans(trace: dict) -> dict[int, float]:
 
 def judge(ask: Callable[[dict], dict], pid: int, solution: Solution, definition: Definition, workload: Workload, *,
           plan: CallPlan, seed: int, tol: Tolerance, device: torch.device, has_setup: bool,
-          fresh_worker: bool) -> Outcome:
-    """Run `plan` for one workload through `ask` (one request to the worker, raising WorkerFailure)."""
+          fresh_worker: bool, between_trials: BetweenTrials | None = None) -> Outcome:
+    """Run `plan` for one workload through `ask` (one request to the worker, raising WorkerFailure). With
+    `between_trials`, after each trial (its trace collected, the worker idle) `between_trials(trial, draw)` runs in
+    this process; `draw()` returns a copy of the judge's private inputs of a fresh call from the pool."""
     reference = definitions.reference(definition.name)
     pool = InputPool(definition, workload, seed, device, slots=2, sets=plan.resident_sets(device),
                      fixed_integers=has_setup)
@@ -166,6 +178,8 @@ def judge(ask: Callable[[dict], dict], pid: int, solution: Solution, definition:
                         return fail("RUNTIME_ERROR", f"trial {trial}: timing: call {record['index']} launched no "
                                     "device work inside the call (work the timer cannot see)")
             out.calls.extend(trial_calls)
+            if between_trials is not None and out.interleaved_error is None:
+                _between(between_trials, trial, pool, out)
     finally:
         try:
             ask({"op": "unbind"})
@@ -173,6 +187,16 @@ def judge(ask: Callable[[dict], dict], pid: int, solution: Solution, definition:
             pass
     out.log = "".join(logs)
     return out
+
+
+def _between(between_trials: BetweenTrials, trial: int, pool: InputPool, out: Outcome) -> None:
+    """One call of the caller's work between trials; its failure is recorded once and ends it for this workload.
+    The inputs are a clone of the private copy: nothing it does reaches the copy the solution is checked against."""
+    try:
+        got = between_trials(trial, lambda: clone(pool.private(pool.next_call())))
+        out.interleaved.append({str(key): float(ms) for key, ms in got.items()})
+    except Exception as exc:  # noqa: BLE001 - trusted work of the caller, but never the solution's failure
+        out.interleaved_error = f"trial {trial}: {type(exc).__name__}: {str(exc)[:300]}"
 
 
 def _merge(total: Check, one: Check) -> None:

@@ -2,7 +2,8 @@
 
 Every (solution, workload) result becomes a flashinfer-bench Trace appended to a JSONL file as one whole line, with
 the seed it ran with, the strict verdict and the number of checked calls. The timeout covers the build and all
-calls of a workload (FlashInfer-Bench's isolated runner counts compilation too).
+calls of a workload (FlashInfer-Bench's isolated runner counts compilation too); the caller's work between trials
+(`between_trials`, the bench's interleaved reference timing) does not count against it.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from .. import definitions, jsonl
 from .._fib import Correctness, Environment, Evaluation, Performance, Solution, Trace, Workload
 from . import scan as scan_mod
 from .compare import Tolerance
-from .judge import WorkerFailure, judge
+from .judge import BetweenTrials, WorkerFailure, judge
 from .plan import CallPlan
 
 STARTUP_S = 300.0  # a worker's interpreter start and imports (not the solution's time): loaded machines are slow
@@ -167,15 +168,40 @@ def _cpu_fallback_note(solution: Solution, device: str) -> str:
     return ""
 
 
+def _off_the_clock(between_trials: BetweenTrials, worker: Worker, spent: list[float]) -> BetweenTrials:
+    """`between_trials` with its time added to the worker's deadline (and to spent[0]): not the solution's time."""
+    def call(trial: int, draw: Callable[[], dict]) -> dict[str, float]:
+        started = time.monotonic()
+        try:
+            return between_trials(trial, draw)
+        finally:
+            took = time.monotonic() - started
+            worker.deadline += took
+            spent[0] += took
+    return call
+
+
+def _per_key(trials: list[dict[str, float]]) -> dict[str, list[float]]:
+    """[{key: ms} per trial] -> {key: [ms per trial]}."""
+    out: dict[str, list[float]] = {}
+    for values in trials:
+        for key, ms in values.items():
+            out.setdefault(key, []).append(ms)
+    return out
+
+
 def gate_solution(solution: Solution, definition: str, workloads: Iterable[Workload], *, trials: int = 3,
                   seed: int | None = None, tol: Tolerance = Tolerance(), timeout_s: float = 300.0,
                   device: str | None = None, trace_path: str | Path | None = None, plan: CallPlan | None = None,
                   progress: Callable[[int, int, GateResult], None] | None = None, scan: bool = True,
-                  skip_after_timeout: bool = False, first_call_extra_s: float = 0.0) -> list[GateResult]:
+                  skip_after_timeout: bool = False, first_call_extra_s: float = 0.0,
+                  between_trials: BetweenTrials | None = None) -> list[GateResult]:
     """Gate `solution` on each workload. `plan` says how many calls per trial (default: `trials` single checked
     calls); `seed` None draws one from the OS (recorded in every trace). With `scan`, the static scan runs first and
     a solution with findings is neither built nor run. `first_call_extra_s` is added to a fresh worker's first
-    workload, where the solution is built."""
+    workload, where the solution is built. `between_trials(trial, draw)` runs in this process after each trial of
+    each workload (see `judge`); what it returns lands in raw["interleaved_ms"] as {key: [one value per trial]},
+    its first failure in raw["interleaved_error"], its seconds in raw["interleaved_s"] (outside the timeout)."""
     import torch
 
     from ..errors import BadInputError, UnavailableError
@@ -219,8 +245,11 @@ def gate_solution(solution: Solution, definition: str, workloads: Iterable[Workl
                         has_setup = bool(built.get("setup"))
                     worker.limit_s = timeout_s + (first_call_extra_s if fresh else 0.0)
                     worker.deadline = time.monotonic() + worker.limit_s
+                    spent = [0.0]  # seconds in between_trials: the worker's deadline moves by as much
                     outcome = judge(worker.ask, worker.pid, solution, spec, workload, plan=plan, seed=seed, tol=tol,
-                                    device=torch.device(device), has_setup=has_setup, fresh_worker=fresh)
+                                    device=torch.device(device), has_setup=has_setup, fresh_worker=fresh,
+                                    between_trials=None if between_trials is None else
+                                    _off_the_clock(between_trials, worker, spent))
                     raw = {"status": outcome.check.status, "reason": outcome.check.reason,
                            "max_abs": outcome.check.max_abs, "max_rel": outcome.check.max_rel,
                            "extra": outcome.check.extra, "calls": outcome.calls, "reference_ms": outcome.reference_ms,
@@ -228,6 +257,10 @@ def gate_solution(solution: Solution, definition: str, workloads: Iterable[Workl
                            "strict": {"passed": outcome.check.passed and outcome.strict[0],
                                       "reason": outcome.strict[1] if outcome.check.passed else
                                       f"contest status {outcome.check.status}"}}
+                    if between_trials is not None:
+                        raw.update(interleaved_ms=_per_key(outcome.interleaved), interleaved_s=round(spent[0], 3))
+                        if outcome.interleaved_error is not None:
+                            raw["interleaved_error"] = outcome.interleaved_error
                 except WorkerFailure as failure:
                     raw = dict(failure.raw)
                 if raw["status"] == "COMPILE_ERROR":
