@@ -340,7 +340,7 @@ def bench(ctx, solution_dirs, definition_filter, keys, stride, trials, seed, war
         tag = "-".join([*([tag] if tag else []), *definition_filter])  # one results file per definition's run
     tuned = dict(trials=trials, warmup=warmup, iters=iters, checks=checks, budget_ms=budget_ms or None,
                  min_iters=min_iters, reference_iters=reference_iters, timeout_s=timeout,
-                 compile_budget_s=compile_budget)
+                 compile_budget_s=compile_budget, peer_filter=list(peer_filter))
     if settings_file:
         from .bench.settings import settings_for
 
@@ -350,7 +350,7 @@ def bench(ctx, solution_dirs, definition_filter, keys, stride, trials, seed, war
                 tuned[key] = None if key == "budget_ms" and value == 0 else value  # 0: always --iters
     try:
         config = BenchConfig(keys=list(keys), stride=stride, seed=seed, peers=not no_peers,
-                             peer_filter=list(peer_filter), reference=not no_reference,
+                             reference=not no_reference,
                              interleave_reference=not reference_after,
                              baseline_every=baseline_every, **tuned)
     except ValidationError as exc:  # a bad value in --settings (the options' own types are checked by click)

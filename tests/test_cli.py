@@ -349,3 +349,21 @@ def test_the_repro_settings_fit_every_definition():
 
     for name in definitions.names():
         BenchConfig(**settings_for(ROOT / "repro" / "settings.toml", {name}))  # valid values for every definition
+
+
+def test_bench_settings_choose_the_peers_unless_the_command_line_does(tmp_path, monkeypatch):
+    from sdk.bench import runner
+
+    seen = []
+
+    def fake_run_bench(packages, config, **kwargs):
+        seen.append(list(config.peer_filter))
+        return _results(["PASSED"]), None
+    monkeypatch.setattr(runner, "run_bench", fake_run_bench)
+    settings = tmp_path / "settings.toml"
+    settings.write_text('[moe]\npeer_filter = ["routing untimed"]\n')
+    baseline = ROOT / "solutions" / "moe_torch_baseline"
+    assert invoke("bench", baseline, "--settings", settings).exit_code == 0
+    assert invoke("bench", baseline, "--settings", settings, "--peers", "triton").exit_code == 0
+    assert invoke("bench", baseline).exit_code == 0
+    assert seen == [["routing untimed"], ["triton"], []]
