@@ -5,6 +5,7 @@ import os
 import statistics
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -140,6 +141,40 @@ def test_gate_records_between_trials_per_key_and_off_the_solutions_clock():
     (plain,) = gate_solution(_baseline().solution, INDEXER, [small_indexer()], tol=contest_tolerance(INDEXER),
                              plan=PLAN, seed=11)
     assert plain.passed and "interleaved_ms" not in plain.raw
+
+
+def _children_states() -> dict[int, str]:
+    """State letter (R, S, T, ...) of each child process of this one (Linux /proc)."""
+    import os
+
+    from sdk.gate.runner import process_tree
+
+    states = {}
+    for pid in process_tree(os.getpid())[1:]:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                states[pid] = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            pass
+    return states
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc (Linux only)")
+def test_gate_freezes_the_candidates_process_while_between_trials_runs():
+    """A candidate's threads (a native one started at import is invisible to the per-call thread check) must not
+    run while the references are timed: the worker is stopped for the hook's duration and continued after."""
+    during = []
+
+    def between(trial, draw):
+        draw()
+        during.append(_children_states())
+        return {"reference:fib-sdk": 1.0}
+
+    (result,) = gate_solution(_baseline().solution, INDEXER, [small_indexer()], tol=contest_tolerance(INDEXER),
+                              plan=PLAN, seed=5, between_trials=between)
+    assert result.status == "PASSED", result.reason
+    assert len(during) == 3 and all("T" in states.values() for states in during), during
+    assert "T" not in _children_states().values()  # nothing left stopped (the worker has exited or runs)
 
 
 def test_gate_a_failing_between_trials_fails_no_solution_and_is_recorded():

@@ -58,15 +58,16 @@ def time_baselines(definition: Definition, workload: Workload, *, seed: int, con
                 from . import probe as bandwidth_probe
 
                 candidates = bandwidth_probe.prepare_candidates(definition.name, args)
-                for ready in candidates:
-                    calls[f"probe:{ready.variant}"] = (ready.launch, config.iters)
-                infos = {ready.variant: ready.info() for ready in candidates}  # the same bytes and path; own table
                 # A device copy moving as many bytes (half read, half written), timed alongside: what the probe's
-                # bandwidth is put against (`pct_of_copy`).
+                # bandwidth is put against (`pct_of_copy`). Its buffers first: if they cannot be had, no probe
+                # kernel is timed either (no bound beside an error).
                 half = (candidates[0].plan.read_bytes + candidates[0].plan.write_bytes + 1) // 2
                 if not copy_pair or copy_pair[0].numel() < half:
                     copy_pair[:] = [torch.empty(half, dtype=torch.uint8, device=dev) for _ in range(2)]
                 src, dst = copy_pair[0][:half], copy_pair[1][:half]
+                for ready in candidates:
+                    calls[f"probe:{ready.variant}"] = (ready.launch, config.iters)
+                infos = {ready.variant: ready.info() for ready in candidates}  # the same bytes and path; own table
                 calls["copy:probe"] = (lambda s=src, d=dst: d.copy_(s), config.iters)
             except Exception as exc:  # noqa: BLE001 - reported; the row then has no bound
                 probe_error = f"{type(exc).__name__}: {str(exc)[:200]}"

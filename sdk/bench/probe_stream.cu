@@ -609,7 +609,7 @@ bool valid_table(const PieceTable& t, const PieceVariant& v) {
     jobs += (count + (1ll << shift) - 1) >> shift;
     if (t.job_end[k] != jobs) return false;
   }
-  return jobs <= 0x7fffffff;  // stream_classed counts jobs in 32 bits
+  return jobs <= (1ll << 30);  // stream_classed counts jobs in 32 bits, with look-ahead of a few grids
 }
 
 // CTAs for a kernel that needs `threads` threads: every SM at full residency, fewer when the work is smaller
