@@ -139,10 +139,14 @@ def test_fallback_matches_reference_on_cpu():
 
 # ---- GPU ----------------------------------------------------------------------------------------------------------
 
-@pytest.mark.gpu
-def test_cuda_solution_matches_reference_on_gpu():
+def _require_hopper():
     if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("needs a Hopper GPU (sm_90a): the solution's CUDA path is built for it")
+
+
+@pytest.mark.gpu
+def test_cuda_solution_matches_reference_on_gpu():
+    _require_hopper()
     from sdk.gate.compare import contest_tolerance, error_stats
     from sdk.gate.strict import RULES
 
@@ -171,8 +175,7 @@ def test_cuda_solution_matches_reference_on_gpu():
 def test_cuda_solution_on_extreme_routing_on_gpu():
     """All-local (every token's 8 experts on this rank: 8 T rows, the workspace's worst case), none-local (zero rows:
     the output must be exactly zero) and one hot expert (every token, one group of rows), on each tile plan."""
-    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("needs a Hopper GPU (sm_90a): the solution's CUDA path is built for it")
+    _require_hopper()
     from sdk.gate.compare import contest_tolerance, error_stats
     from sdk.gate.strict import RULES
 
@@ -212,8 +215,7 @@ def test_cuda_solution_launches_the_same_kernels_whatever_the_routing(tmp_path):
     """The launch set depends on shapes only: for each tile plan, the kernels one call launches (names, in order)
     are the same when every token stays local, when none does and for the workload's own routing; the number of
     launches is what the small-T latency is made of, so it is printed."""
-    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("needs a Hopper GPU (sm_90a): the solution's CUDA path is built for it")
+    _require_hopper()
     from torch.profiler import ProfilerActivity, profile
 
     definition = definitions.load(MOE)

@@ -20,7 +20,7 @@ from ..gate.compare import Tolerance, check
 from ..gate.judge import as_tuple
 from ..gate.pool import InputPool
 from . import floors
-from .interleave import PREFIX, graded_source, reference_summary
+from .interleave import PREFIX, graded_source, reference_calls, reference_summary
 from .config import BenchConfig
 from .timing import time_many
 
@@ -51,8 +51,7 @@ def time_baselines(definition: Definition, workload: Workload, *, seed: int, con
     for trial in range(config.trials):
         args = pool.private(pool.next_call())
         works.append(floors.work(definition.name, args))
-        calls = {f"{PREFIX}{source}": (lambda a=args, f=f: f(**a), config.reference_iters)
-                 for source, f in timed_refs.items()}
+        calls = reference_calls(timed_refs, args, config.reference_iters)
         if dev.type == "cuda":  # the measured bound: one launch that reads only the bytes the workload must read
             try:
                 from . import probe as bandwidth_probe

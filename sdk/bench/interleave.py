@@ -29,6 +29,11 @@ def graded_source(sources: Iterable[str]) -> str:
     return definitions.OFFICIAL if definitions.OFFICIAL in set(sources) else definitions.OWN
 
 
+def reference_calls(references: dict[str, Callable], args: dict, iters: int) -> dict[str, tuple[Callable, int]]:
+    """time_many's entries for every reference on one call's inputs: {"reference:<source>": (call, iters)}."""
+    return {f"{PREFIX}{source}": (lambda fn=fn: fn(**args), iters) for source, fn in references.items()}
+
+
 def reference_summary(trials_ms: dict[str, list[float]], source: str) -> dict:
     """A row's reference fields from {source: [median ms per trial]}; `source` is the graded one."""
     mean = statistics.fmean
@@ -51,10 +56,9 @@ class ReferenceTimer:
     def __call__(self, trial: int, draw: Callable[[], dict]) -> dict[str, float]:
         args = draw()
         cfg = self.config
-        calls = {f"{PREFIX}{source}": (lambda fn=fn: fn(**args), cfg.reference_iters)
-                 for source, fn in self.references.items()}
-        timings = time_many(calls, self.device, warmup=min(cfg.warmup, 3 if trial == 0 else 1),
-                            budget_ms=cfg.budget_ms, min_iters=min(cfg.min_iters, cfg.reference_iters))
+        timings = time_many(reference_calls(self.references, args, cfg.reference_iters), self.device,
+                            warmup=min(cfg.warmup, 3 if trial == 0 else 1), budget_ms=cfg.budget_ms,
+                            min_iters=min(cfg.min_iters, cfg.reference_iters))
         self.methods.update(t.method for t in timings.values())
         return {key: t.median_ms for key, t in timings.items()}
 
