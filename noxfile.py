@@ -94,10 +94,15 @@ def run_sdk(session: nox.Session, python: str, *args: str) -> None:
     session.run(python, "-m", "sdk", *args, env={"PYTHONPATH": str(ROOT)}, external=True)
 
 
+# Test processes of `nox -s tests` (pytest-xdist): two fit the 2-core, 24 GB CI machine; 1 runs the suite serially.
+TEST_WORKERS = os.environ.get("FIB_TEST_WORKERS", "2")
+
+
 @nox.session(venv_backend="none")
 def tests(session: nox.Session) -> None:
     """CPU test suite (GPU tests skip with their reason) incl. the nvcc sm_90a compile check of every .cu."""
-    session.run(sdk_python(session), "-m", "pytest", *(session.posargs or ["-q"]), external=True)
+    workers = [] if TEST_WORKERS == "1" else ["-n", TEST_WORKERS, "--dist", "loadgroup"]
+    session.run(sdk_python(session), "-m", "pytest", *(session.posargs or ["-q", *workers]), external=True)
 
 
 @nox.session

@@ -12,6 +12,11 @@ SHARED_CONTEST = Path(os.environ.get("FIB_SHARED_CONTEST", ROOT.parent / "shared
 def pytest_collection_modifyitems(config, items):
     import torch
 
+    # Under pytest-xdist (`nox -s tests` runs two workers), the full-size CPU runs share one worker: each holds
+    # several GB of MoE weights, and two at once would not fit a 24 GB CI machine.
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(pytest.mark.xdist_group("full-size-cpu"))
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason=f"needs a CUDA GPU; torch {torch.__version__} sees none here (these tests run "
