@@ -65,19 +65,19 @@ def test_moe_rank_without_routed_tokens_moves_no_weights():
     assert (w.detail["active_local_experts"], w.flops, w.bytes) == (0, 0, moe_io_bytes(2))
 
 
-def test_indexer_reads_only_the_rows_inside_seq_len():
-    B, M, P = 2, 32, 64
-    lens = torch.tensor([100, 2048], dtype=torch.int32)
+def test_indexer_reads_only_the_rows_inside_seq_len_of_the_rows_it_must_score():
+    B, M, P = 3, 33, 99
+    lens = torch.tensor([100, 2048, 2049], dtype=torch.int32)  # rows of <= top-k tokens select all: nothing to score
     inputs = {"q_index_fp8": torch.zeros(B, 64, 128, dtype=FP8),
               "k_index_cache_fp8": torch.empty(P, 64, 1, 132, dtype=torch.int8, device=META),
               "weights": torch.zeros(B, 64), "seq_lens": lens,
               "block_table": torch.zeros(B, M, dtype=torch.int32)}
     w = floors.work(INDEXER, inputs)
-    tokens = 100 + 2048
-    used_pages = 2 + 32
-    assert w.bytes == tokens * 132 + B * 64 * 128 + B * 64 * 4 + B * 4 + used_pages * 4 + B * 2048 * 4
+    tokens = 2049
+    used_pages = 2 + 32 + 33   # every row's table entries (its output ids)
+    assert w.bytes == tokens * 132 + 64 * 128 + 64 * 4 + B * 4 + used_pages * 4 + B * 2048 * 4
     assert w.flops == tokens * 64 * 128 * 2
-    assert (w.matrix, w.detail["tokens_scored"]) == ("fp8", tokens)
+    assert (w.matrix, w.detail["tokens_scored"], w.detail["rows_scored"]) == ("fp8", tokens, 1)
 
 
 def test_attention_gathers_only_valid_indices():

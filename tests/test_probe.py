@@ -35,34 +35,41 @@ def nbytes(t: torch.Tensor) -> int:
 
 # ---- indexer -------------------------------------------------------------------------------------------------------
 
-def indexer_case(seed=0, **axes):
+def indexer_case(seed=0, long_rows=(), **axes):
     x = inputs.make_inputs(definitions.load(INDEXER), small_indexer(**axes), seed=seed)
     x["seq_lens"][0] = 0                     # a row that reads nothing
-    x["seq_lens"][1] = 64 * 2 + 5            # a partial third page
+    x["seq_lens"][1] = 64 * 2 + 5            # a partial third page, and short: every token is selected, unscored
+    for row, length in long_rows:            # rows longer than top-k: these are scored, so their pages are read
+        x["seq_lens"][row] = length
     return x
 
 
-def test_indexer_plan_reads_exactly_the_tokens_inside_seq_len():
-    x = indexer_case(batch_size=4, max_num_pages=3, num_pages=30)
+def test_indexer_plan_reads_exactly_the_tokens_inside_seq_len_of_the_rows_it_must_score():
+    x = indexer_case(batch_size=4, max_num_pages=34, num_pages=150, long_rows=[(2, 2049), (3, 34 * 64 - 3)])
+    x["seq_lens"][1] = 2048                  # exactly top-k: still nothing to score
     cache, table = x["k_index_cache_fp8"], x["block_table"]
     page_bytes = 64 * 132
     want = torch.zeros(nbytes(cache), dtype=torch.int32)
     want_table = torch.zeros(nbytes(table), dtype=torch.int32)
     for b, length in enumerate(x["seq_lens"].tolist()):
-        for t in range(length):                                  # token by token, as the reference gathers
+        for t in range(length if length > 2048 else 0):          # token by token, as the reference gathers
             page = int(table[b, t // 64])
             value = page * page_bytes + (t % 64) * 128
             scale = page * page_bytes + 64 * 128 + (t % 64) * 4
             want[value:value + 128] += 1
             want[scale:scale + 4] += 1
-        for j in range((length + 63) // 64):
+        for j in range((length + 63) // 64):                    # every row's output ids need its table entries
             start = (b * table.shape[1] + j) * 4
             want_table[start:start + 4] += 1
     p = probe.plan(INDEXER, x)
     assert torch.equal(coverage(p, "k_index_cache_fp8", nbytes(cache)), want)
     assert torch.equal(coverage(p, "block_table", nbytes(table)), want_table)
-    assert p.read_bytes_by_tensor()["q_index_fp8"] == nbytes(x["q_index_fp8"])
+    q_row, w_row = 64 * 128, 64 * 4
+    assert torch.equal(coverage(p, "q_index_fp8", 4 * q_row),
+                       torch.tensor([0] * (2 * q_row) + [1] * (2 * q_row), dtype=torch.int32))
+    assert p.read_bytes_by_tensor()["weights"] == 2 * w_row
     assert p.write_bytes == 4 * 2048 * 4
+    assert p.detail["tokens_scored"] == 2049 + 34 * 64 - 3
 
 
 @pytest.mark.parametrize("name,make", [
@@ -459,8 +466,10 @@ def alternate_experts_logits() -> torch.Tensor:
 
 
 @pytest.mark.parametrize("name,make,path", [
-    (INDEXER, lambda: indexer_case(seed=1, batch_size=8, max_num_pages=40, num_pages=400), "pieces"),
-    (INDEXER, lambda: indexer_case(seed=1), "ranges"),   # a full page's values and scales touch: one range
+    (INDEXER, lambda: indexer_case(seed=1, batch_size=8, max_num_pages=40, num_pages=400,
+                                   long_rows=[(r, 2049 + 70 * r) for r in range(2, 8)]), "pieces"),
+    (INDEXER, lambda: indexer_case(seed=1, long_rows=[(2, 40 * 64)]), "ranges"),   # a full page's values and
+    # scales touch: one range per page
     (ATTENTION, lambda: inputs.make_inputs(definitions.load(ATTENTION), small_attention(num_tokens=2, num_pages=40),
                                            seed=2), "pieces"),
     (MOE, lambda: moe_inputs(routed_logits(3), offset=32), "ranges"),

@@ -108,22 +108,29 @@ def moe_work(inputs: dict) -> Work:
 
 # ---- DSA indexer -------------------------------------------------------------------------------------------------
 
+def indexer_scored_rows(lens: torch.Tensor) -> torch.Tensor:
+    """Rows that must be scored: a row of at most top-k tokens selects all of them, whatever their K or query."""
+    return lens > INDEXER_TOPK
+
+
 def indexer_work(inputs: dict) -> Work:
     q, cache, block_table = inputs["q_index_fp8"], inputs["k_index_cache_fp8"], inputs["block_table"]
     batch, heads, dim = q.shape
     page, row_bytes = cache.shape[1], cache.shape[-1] * cache.element_size()  # 132 B: 128 fp8 + one fp32 scale
     lens = inputs["seq_lens"].to(torch.long).clamp(0, block_table.shape[1] * page)
-    tokens = int(lens.sum())
-    # Only the block-table entries of pages a row actually uses must be read.
+    scored = indexer_scored_rows(lens)
+    tokens, rows = int(lens[scored].sum()), int(scored.sum())
+    # Every row reads the block-table entries of the pages it uses (its output ids); only scored rows read K, q, w.
     used_pages = int(((lens + page - 1) // page).sum())
     parts = {"k_cache_bytes": tokens * row_bytes,
-             "query_bytes": _nbytes(q),
-             "weights_bytes": _nbytes(inputs["weights"]),
+             "query_bytes": rows * _nbytes(q) // max(batch, 1),
+             "weights_bytes": rows * _nbytes(inputs["weights"]) // max(batch, 1),
              "seq_lens_bytes": _nbytes(inputs["seq_lens"]),
              "block_table_bytes": used_pages * block_table.element_size(),
              "output_bytes": batch * INDEXER_TOPK * 4}
     flops = tokens * heads * dim * 2
-    return Work(sum(parts.values()), flops, "fp8", {"batch": batch, "tokens_scored": tokens, **parts})
+    return Work(sum(parts.values()), flops, "fp8", {"batch": batch, "tokens_scored": tokens, "rows_scored": rows,
+                                                     **parts})
 
 
 # ---- DSA sparse attention ----------------------------------------------------------------------------------------

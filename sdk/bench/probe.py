@@ -2,9 +2,10 @@
 
 `plan(definition, inputs)` says, from the concrete inputs, which byte ranges of which input tensors a kernel has to
 read and how many output bytes it has to write (the same accounting as `floors.work`: MoE reads the weights and
-block scales of the local experts that receive a token, plus all activations; the indexer reads the K-cache bytes of
-each row's first `seq_len` tokens through its block table; sparse attention gathers the ckv and kpe rows of every
-non-padding index). `run_probe` streams exactly those ranges once (16-byte loads, a persistent grid over all SMs,
+block scales of the local experts that receive a token, plus all activations; the indexer reads, for each row longer
+than top-k, the K-cache bytes of its first `seq_len` tokens through its block table and its query and weights (a
+shorter row selects every token it has, so it reads only its block-table entries); sparse attention gathers the ckv
+and kpe rows of every non-padding index). `run_probe` streams exactly those ranges once (16-byte loads, a persistent grid over all SMs,
 no arithmetic beyond a checksum that keeps the loads alive) while writing the output bytes, and times that single
 launch by its CUPTI span: `probe_ms`. `bound_ms` is max(probe_ms, FLOPs / measured matrix rate).
 
@@ -147,9 +148,11 @@ def indexer_plan(inputs: dict) -> Plan:
     page_bytes = page * row * cache.element_size()
     batch, width = table.shape
     lens = inputs["seq_lens"].to("cpu", torch.long).clamp(0, width * page)
-    used = (lens + page - 1) // page                         # pages each row reads
-    rows = torch.repeat_interleave(torch.arange(batch), used)
-    slot = torch.arange(int(used.sum())) - torch.repeat_interleave(torch.cumsum(used, 0) - used, used)
+    used = (lens + page - 1) // page                         # pages of each row (their block-table entries)
+    scored = floors.indexer_scored_rows(lens)
+    paged = torch.where(scored, used, 0)                     # pages whose K bytes are read
+    rows = torch.repeat_interleave(torch.arange(batch), paged)
+    slot = torch.arange(int(paged.sum())) - torch.repeat_interleave(torch.cumsum(paged, 0) - paged, paged)
     ids = table.to("cpu", torch.long)[rows, slot]
     if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= pages):
         raise BadInputError(f"probe: block_table names pages outside [0, {pages})")
@@ -159,9 +162,18 @@ def indexer_plan(inputs: dict) -> Plan:
     nonempty = used > 0
     table_rows = Segments("block_table", torch.arange(batch)[nonempty] * width * table.element_size(),
                           used[nonempty] * table.element_size())
-    reads = (values, scales, table_rows, *(_whole(n, inputs[n]) for n in ("q_index_fp8", "weights", "seq_lens")))
+    per_row = (_row_segments(inputs, name, scored) for name in ("q_index_fp8", "weights"))
+    reads = (values, scales, table_rows, *per_row, _whole("seq_lens", inputs["seq_lens"]))
     return Plan(INDEXER, reads, batch * floors.INDEXER_TOPK * 4,
-                {"pages_read": int(used.sum()), "tokens_scored": int(lens.sum())})
+                {"pages_read": int(paged.sum()), "tokens_scored": int(lens[scored].sum())})
+
+
+def _row_segments(inputs: dict, name: str, rows: torch.Tensor) -> Segments:
+    """The leading-dimension rows `rows` (a bool mask) of input `name`, one segment each."""
+    t = inputs[name]
+    row_bytes = _nbytes(t) // max(t.shape[0], 1)
+    picked = torch.arange(t.shape[0])[rows.cpu()]
+    return Segments(name, picked * row_bytes, torch.full_like(picked, row_bytes))
 
 
 def attention_plan(inputs: dict) -> Plan:
