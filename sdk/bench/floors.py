@@ -67,6 +67,11 @@ def _nbytes(value: Any) -> int:
     return value.numel() * value.element_size() if isinstance(value, torch.Tensor) else 0
 
 
+def row_nbytes(t: torch.Tensor) -> int:
+    """Bytes of one entry of the leading dimension (a batch row)."""
+    return _nbytes(t) // max(t.shape[0], 1)
+
+
 # ---- MoE ---------------------------------------------------------------------------------------------------------
 
 @functools.lru_cache(maxsize=None)
@@ -123,8 +128,8 @@ def indexer_work(inputs: dict) -> Work:
     # Every row reads the block-table entries of the pages it uses (its output ids); only scored rows read K, q, w.
     used_pages = int(((lens + page - 1) // page).sum())
     parts = {"k_cache_bytes": tokens * row_bytes,
-             "query_bytes": rows * _nbytes(q) // max(batch, 1),
-             "weights_bytes": rows * _nbytes(inputs["weights"]) // max(batch, 1),
+             "query_bytes": rows * row_nbytes(q),
+             "weights_bytes": rows * row_nbytes(inputs["weights"]),
              "seq_lens_bytes": _nbytes(inputs["seq_lens"]),
              "block_table_bytes": used_pages * block_table.element_size(),
              "output_bytes": batch * INDEXER_TOPK * 4}

@@ -5,9 +5,9 @@ read and how many output bytes it has to write (the same accounting as `floors.w
 block scales of the local experts that receive a token, plus all activations; the indexer reads, for each row longer
 than top-k, the K-cache bytes of its first `seq_len` tokens through its block table and its query and weights (a
 shorter row selects every token it has, so it reads only its block-table entries); sparse attention gathers the ckv
-and kpe rows of every non-padding index). `run_probe` streams exactly those ranges once (16-byte loads, a persistent grid over all SMs,
-no arithmetic beyond a checksum that keeps the loads alive) while writing the output bytes, and times that single
-launch by its CUPTI span: `probe_ms`. `bound_ms` is max(probe_ms, FLOPs / measured matrix rate).
+and kpe rows of every non-padding index). `run_probe` streams exactly those ranges once (16-byte loads, a persistent
+grid over all SMs, no arithmetic beyond a checksum that keeps the loads alive) while writing the output bytes, and
+times that single launch by its CUPTI span: `probe_ms`. `bound_ms` is max(probe_ms, FLOPs / measured matrix rate).
 
 Two kernel paths read the same bytes. When the plan's ranges, once those that touch are joined, are at most
 MAX_RANGES ("ranges"), they ride in the launch's parameters and the first data load waits on nothing; otherwise
@@ -171,7 +171,7 @@ def indexer_plan(inputs: dict) -> Plan:
 def _row_segments(inputs: dict, name: str, rows: torch.Tensor) -> Segments:
     """The leading-dimension rows `rows` (a bool mask) of input `name`, one segment each."""
     t = inputs[name]
-    row_bytes = _nbytes(t) // max(t.shape[0], 1)
+    row_bytes = floors.row_nbytes(t)
     picked = torch.arange(t.shape[0])[rows.cpu()]
     return Segments(name, picked * row_bytes, torch.full_like(picked, row_bytes))
 
