@@ -11,10 +11,12 @@
 //     has no native FP8 mma.sync (ptxas lowers m16n8k32.e4m3 to these same f16 MMAs plus per-use conversions),
 //     so q is widened once, up front, and stays in registers;
 //   * every score goes to rank 0's shared memory (DSMEM) as an order-preserving uint32 key, together with an
-//     atomic count in rank 0's histogram of the keys' top 12 bits: the first radix pass is done by then;
-//   * after one cluster barrier, rank 0 finishes an MSD radix select (12 + 12 + 8 bits, stopping as soon as the
-//     threshold bucket is taken whole) and writes the 2048 ids in a deterministic order: keys above the threshold
-//     first (by position), then the lowest-position ties until the count is exact.
+//     atomic count in rank 0's histogram of the keys' top 12 bits: the first radix digit is counted by then;
+//   * after one cluster barrier, rank 0 reads the threshold digit off that histogram and, in one pass over the
+//     row's keys, writes the ids above it (in position order) and gathers the keys at it (the candidates,
+//     usually a few hundred). Up to one candidate per thread, each candidate's exact rank is counted directly
+//     (key descending, then position); more (heavy ties) take MSD radix passes over the candidates' low 20 bits
+//     (12 + 8). The lowest-position ties win, so the 2048 ids are deterministic.
 // The per-token K scale is applied after the dot product: relu(s * x) = s * relu(x) because the cache stores
 // s = amax / 448 > 0. Nothing persists across calls; every output element is written on every call.
 #pragma once
@@ -44,6 +46,7 @@ constexpr int kHistBins = 4096;                       // widest radix digit (12 
 constexpr int kMaxRowTokens = 65535;                  // packed 16-bit tie counters in the final scan
 constexpr unsigned kFullMask = 0xffffffffu;
 
+static_assert(kMaxRowTokens < 65536, "candidate positions are 16-bit");
 static_assert(kPageBytes % 16 == 0, "pages are copied in 16-byte chunks");
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -100,10 +103,10 @@ __device__ __forceinline__ uint32_t order_key(float f) {
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-// Exclusive prefix sum of one value per thread over the block (thread order). Two barriers; `warp_totals`
-// holds THREADS / 32 words and is free again on return.
+// Exclusive prefix sum of one value per thread over the block (thread order); `total` receives the block's sum.
+// Two barriers; `warp_totals` holds THREADS / 32 words and is free again on return.
 template <int THREADS>
-__device__ __forceinline__ uint32_t block_exclusive_sum(uint32_t value, uint32_t* warp_totals) {
+__device__ __forceinline__ uint32_t block_exclusive_sum(uint32_t value, uint32_t* warp_totals, uint32_t& total) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   uint32_t inclusive = value;
 #pragma unroll
@@ -113,11 +116,22 @@ __device__ __forceinline__ uint32_t block_exclusive_sum(uint32_t value, uint32_t
   }
   if (lane == 31) warp_totals[warp] = inclusive;
   __syncthreads();
-  uint32_t base = 0;
+  uint32_t base = 0, sum = 0;
 #pragma unroll
-  for (int w = 0; w < THREADS / 32; ++w) base += w < warp ? warp_totals[w] : 0u;
+  for (int w = 0; w < THREADS / 32; ++w) {
+    const uint32_t v = warp_totals[w];
+    base += w < warp ? v : 0u;
+    sum += v;
+  }
   __syncthreads();
+  total = sum;
   return base + inclusive - value;
+}
+
+template <int THREADS>
+__device__ __forceinline__ uint32_t block_exclusive_sum(uint32_t value, uint32_t* warp_totals) {
+  uint32_t total;
+  return block_exclusive_sum<THREADS>(value, warp_totals, total);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -147,31 +161,43 @@ __device__ void radix_count(const uint32_t* keys, int n, uint32_t* hist, uint32_
 // From a digit histogram of the keys sharing `prefix`: finds the digit holding the need-th largest of them,
 // removes the keys of higher digits from `need` and appends the digit to `prefix`. Returns true when the keys
 // sharing the new prefix are exactly the `need` still missing (all of them are taken: no further pass).
+// scratch->above / in_digit keep the counts of the higher digits and of the chosen one.
 template <int SHIFT, int BITS, int THREADS>
 __device__ bool radix_find(const uint32_t* hist, SelectScratch* scratch, uint32_t& prefix, uint32_t& need) {
   constexpr int kBins = 1 << BITS;
-  constexpr int kBinsPerThread = kBins >= THREADS ? kBins / THREADS : 1;  // threads past kBins own none
+  constexpr int kPer = kBins >= THREADS ? kBins / THREADS : 1;  // threads past kBins own none
   static_assert(kBins % THREADS == 0 || THREADS % kBins == 0, "bins split evenly over threads");
-  // Thread j owns the bins [top_j - kBinsPerThread + 1, top_j], thread 0 the highest: the exclusive sum over
-  // threads is then the count of keys in higher bins. Exactly one thread's range holds the crossing.
-  const int top = kBins - 1 - static_cast<int>(threadIdx.x) * kBinsPerThread;
-  uint32_t local = 0;
-  if (top >= 0) {
+  // Thread j owns the kPer bins [low_j, low_j + kPer), thread 0 the highest: the exclusive sum over threads is
+  // then the count of keys in higher bins, and exactly one thread's range holds the crossing. The bins are read
+  // once, as 16-byte vectors where they allow, and searched in registers.
+  const int low = kBins - (static_cast<int>(threadIdx.x) + 1) * kPer;
+  uint32_t bins[kPer];
+  if constexpr (kPer % 4 == 0) {
 #pragma unroll
-    for (int e = 0; e < kBinsPerThread; ++e) local += hist[top - e];
+    for (int v = 0; v < kPer / 4; ++v) {
+      const uint4 four = *reinterpret_cast<const uint4*>(hist + low + 4 * v);
+      bins[4 * v] = four.x, bins[4 * v + 1] = four.y, bins[4 * v + 2] = four.z, bins[4 * v + 3] = four.w;
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) bins[e] = low >= 0 ? hist[low + e] : 0u;
   }
+  uint32_t local = 0;
+#pragma unroll
+  for (int e = 0; e < kPer; ++e) local += bins[e];
   const uint32_t above = block_exclusive_sum<THREADS>(local, scratch->warp_totals);
   if (above < need && need <= above + local) {
     uint32_t acc = above;
-    for (int e = 0; e < kBinsPerThread; ++e) {
-      const uint32_t h = hist[top - e];
-      if (acc + h >= need) {
-        scratch->digit = static_cast<uint32_t>(top - e);
+    bool found = false;
+#pragma unroll
+    for (int e = kPer - 1; e >= 0; --e) {  // highest bin first
+      if (!found && acc + bins[e] >= need) {
+        found = true;
+        scratch->digit = static_cast<uint32_t>(low + e);
         scratch->above = acc;
-        scratch->in_digit = h;
-        break;
+        scratch->in_digit = bins[e];
       }
-      acc += h;
+      acc += bins[e];
     }
   }
   __syncthreads();
@@ -180,11 +206,32 @@ __device__ bool radix_find(const uint32_t* hist, SelectScratch* scratch, uint32_
   return scratch->in_digit == need;
 }
 
-// Writes the 2048 selected ids of a row: keys whose top (32 - shift) bits exceed the pivot's (in position order),
-// then the first `need` keys equal to it (also in position order). Deterministic; exactly kTopK writes.
+// Up to THREADS candidates (keys sharing their top digit, in position order): thread i counts candidate i's exact
+// rank (larger keys, then equal keys at lower positions) and writes it to out[rank] if the rank is below `need`.
+// Deterministic; exactly `need` writes; no barrier.
 template <int THREADS>
-__device__ void emit_selected(const uint32_t* keys, int n, int shift, uint32_t prefix, uint32_t need,
-                              SelectScratch* scratch, const int* bt_row, int* out_row) {
+__device__ void rank_candidates(const uint32_t* keys, const uint16_t* positions, int m, uint32_t need,
+                                const int* bt_row, int* out) {
+  const int i = threadIdx.x;
+  if (i >= m) return;
+  const uint32_t key = keys[i];
+  uint32_t rank = 0;
+  int j = 0;
+  for (; j + 4 <= m; j += 4) {  // every thread reads the same words: broadcasts
+    const uint4 o = *reinterpret_cast<const uint4*>(keys + j);
+    rank += (o.x > key) + (o.y > key) + (o.z > key) + (o.w > key);
+    rank += (o.x == key && j < i) + (o.y == key && j + 1 < i) + (o.z == key && j + 2 < i) + (o.w == key && j + 3 < i);
+  }
+  for (; j < m; ++j) rank += keys[j] > key || (keys[j] == key && j < i);
+  if (rank < need) out[rank] = token_id(bt_row, positions[i]);
+}
+
+// Writes `slots` selected ids: keys whose top (32 - shift) bits exceed the pivot's (in array order) from out[0],
+// then the first `need` keys equal to it (also in array order) ending at out[slots - 1]. position(i) is the row
+// position of keys[i]. Deterministic; exactly `slots` writes.
+template <int THREADS, typename Position>
+__device__ void emit_selected(const uint32_t* keys, int n, int shift, uint32_t prefix, uint32_t need, int slots,
+                              SelectScratch* scratch, const int* bt_row, int* out, Position position) {
   const uint32_t pivot = prefix >> shift;
   const int per_thread = (n + THREADS - 1) / THREADS;
   const int lo = min(n, static_cast<int>(threadIdx.x) * per_thread), hi = min(n, lo + per_thread);
@@ -197,13 +244,13 @@ __device__ void emit_selected(const uint32_t* keys, int n, int shift, uint32_t p
   // Packed 16 + 16 bits: at most kTopK keys are greater, at most n <= kMaxRowTokens equal.
   const uint32_t before = block_exclusive_sum<THREADS>(greater | (equal << 16), scratch->warp_totals);
   uint32_t greater_pos = before & 0xffffu, tie_rank = before >> 16;
-  const uint32_t ties_start = kTopK - need;
+  const uint32_t ties_start = slots - need;
   for (int i = lo; i < hi; ++i) {
     const uint32_t k = keys[i] >> shift;
     if (k > pivot) {
-      out_row[greater_pos++] = token_id(bt_row, i);
+      out[greater_pos++] = token_id(bt_row, position(i));
     } else if (k == pivot) {
-      if (tie_rank < need) out_row[ties_start + tie_rank] = token_id(bt_row, i);
+      if (tie_rank < need) out[ties_start + tie_rank] = token_id(bt_row, position(i));
       ++tie_rank;
     }
   }
@@ -215,38 +262,51 @@ __device__ void emit_selected(const uint32_t* keys, int n, int shift, uint32_t p
 
 // HEAD_SPLIT: warps per 16-token tile (each takes 64 / HEAD_SPLIT heads; partial scores summed in a fixed order).
 // Each warp keeps its heads' q as f16 mma fragments in registers: 32 heads -> 64 registers, 16 heads -> 32.
-// STAGES: pages in the cp.async ring (STAGES - 1 pages in flight while one is scored).
-template <int HEAD_SPLIT, int STAGES>
+// STAGES: pages in each cp.async ring (STAGES - 1 pages in flight while one is scored).
+// GROUPS: independent page pipelines per CTA (each 4 x HEAD_SPLIT warps with its own ring, partial scores and
+// named barrier; a CTA's pages alternate between them), so one CTA keeps more pages in flight and in the MMAs.
+template <int HEAD_SPLIT, int STAGES, int GROUPS>
 struct Config {
   static_assert(HEAD_SPLIT == 2 || HEAD_SPLIT == 4, "HEAD_SPLIT must be 2 or 4 (64 heads of f16 q fragments "
                                                     "do not fit one warp's registers)");
   static_assert(STAGES >= 2 && STAGES <= 8, "STAGES must be in [2, 8]");
-  static constexpr int kWarps = kTilesPerPage * HEAD_SPLIT;
-  static constexpr int kThreads = 32 * kWarps;
+  static_assert(GROUPS >= 1 && HEAD_SPLIT * GROUPS <= 4, "GROUPS x HEAD_SPLIT at most 4 (512 threads)");
+  static constexpr int kGroupWarps = kTilesPerPage * HEAD_SPLIT;
+  static constexpr int kGroupThreads = 32 * kGroupWarps;
+  static constexpr int kThreads = kGroupThreads * GROUPS;
   static constexpr int kHeadsPerWarp = kHeads / HEAD_SPLIT;
   static constexpr int kNTiles = kHeadsPerWarp / 8;
   static constexpr int kKSteps = kDim / 16;
   // Two CTAs of 256 threads per SM (<= 128 registers); 512-thread CTAs would spill at 64, so they get one.
-  static constexpr int kMinBlocksPerSM = HEAD_SPLIT == 2 ? 2 : 1;
+  static constexpr int kMinBlocksPerSM = kThreads == 256 ? 2 : 1;
   // Shared memory, all offsets multiples of 128 B:
-  //   ring        STAGES pages (cp.async destination)
+  //   reused      while scoring, the cp.async rings (GROUPS x STAGES pages); once rank 0 selects, its
+  //               candidates (max_pages x 64 keys, then as many u16 positions)
   //   hist        4096 u32: rank 0's radix histogram (first digit filled remotely while scoring)
   //   scratch     SelectScratch
   //   weights     64 fp32 head weights of the row
-  //   page_scores HEAD_SPLIT x 64 fp32: the current page's per-head-split partial scores
+  //   page_scores GROUPS x HEAD_SPLIT x 64 fp32: each group's current page's per-head-split partial scores
   //   keys        max_pages x 64 u32: rank 0's order keys of the whole row (filled remotely)
-  static constexpr int kRingBytes = STAGES * kPageBytes;
-  static constexpr int kHistOffset = (kRingBytes + 127) / 128 * 128;
-  static constexpr int kScratchOffset = kHistOffset + kHistBins * 4;
-  static constexpr int kWeightsOffset = kScratchOffset + 128;
-  static constexpr int kPageScoresOffset = kWeightsOffset + kHeads * 4;
-  static constexpr int kKeysOffset = kPageScoresOffset + HEAD_SPLIT * kPageTokens * 4;
+  static constexpr int kRingBytes = STAGES * kPageBytes;  // one group's
+  static constexpr int kRingsBytes = GROUPS * kRingBytes;
+  static constexpr int kPageScoresBytes = GROUPS * HEAD_SPLIT * kPageTokens * 4;
+  static constexpr int kFixedBytes = kHistBins * 4 + 128 + kHeads * 4 + kPageScoresBytes;
   static_assert(sizeof(SelectScratch) <= 128 && kThreads / 32 <= 16, "scratch fits its slot");
-  static_assert(kKeysOffset % 128 == 0, "aligned regions");
+  static_assert(kFixedBytes % 128 == 0, "aligned regions");
 
+  __host__ __device__ static constexpr int reused_bytes(int max_pages) {
+    return ((kRingsBytes > max_pages * kPageTokens * 6 ? kRingsBytes : max_pages * kPageTokens * 6) + 127) / 128 * 128;
+  }
+  __host__ __device__ static constexpr int hist_offset(int max_pages) { return reused_bytes(max_pages); }
+  __host__ __device__ static constexpr int scratch_offset(int max_pages) { return hist_offset(max_pages) + kHistBins * 4; }
+  __host__ __device__ static constexpr int weights_offset(int max_pages) { return scratch_offset(max_pages) + 128; }
+  __host__ __device__ static constexpr int page_scores_offset(int max_pages) { return weights_offset(max_pages) + kHeads * 4; }
+  __host__ __device__ static constexpr int keys_offset(int max_pages) {
+    return page_scores_offset(max_pages) + kPageScoresBytes;
+  }
   // Dynamic shared memory for a block table of `max_pages` columns.
   static constexpr size_t smem_bytes(int max_pages) {
-    return static_cast<size_t>(kKeysOffset) + static_cast<size_t>(max_pages) * kPageTokens * 4;
+    return static_cast<size_t>(keys_offset(max_pages)) + static_cast<size_t>(max_pages) * kPageTokens * 4;
   }
 };
 
@@ -266,8 +326,9 @@ __global__ void __launch_bounds__(THREADS) emit_short_rows_kernel(const int* __r
 }
 
 // grid (cluster size, B), cluster (cluster size, 1, 1); cluster size a power of two <= 16.
-template <int HEAD_SPLIT, int STAGES>
-__global__ void __launch_bounds__(Config<HEAD_SPLIT, STAGES>::kThreads, Config<HEAD_SPLIT, STAGES>::kMinBlocksPerSM)
+template <int HEAD_SPLIT, int STAGES, int GROUPS>
+__global__ void __launch_bounds__(Config<HEAD_SPLIT, STAGES, GROUPS>::kThreads,
+                                  Config<HEAD_SPLIT, STAGES, GROUPS>::kMinBlocksPerSM)
 score_select_kernel(const uint8_t* __restrict__ q,        // [B, 64, 128] e4m3
                     const uint8_t* __restrict__ k_cache,  // [P, 8448] per page: 64 x 128 e4m3, 64 fp32 scales
                     const float* __restrict__ weights,    // [B, 64]
@@ -275,8 +336,9 @@ score_select_kernel(const uint8_t* __restrict__ q,        // [B, 64, 128] e4m3
                     const int* __restrict__ block_table,  // [B, max_pages]
                     int max_pages,
                     int* __restrict__ out) {              // [B, 2048]
-  using Cfg = Config<HEAD_SPLIT, STAGES>;
+  using Cfg = Config<HEAD_SPLIT, STAGES, GROUPS>;
   constexpr int kThreads = Cfg::kThreads;
+  constexpr int kGroupThreads = Cfg::kGroupThreads;
   constexpr int kNTiles = Cfg::kNTiles;
   extern __shared__ __align__(128) uint8_t smem[];
 
@@ -295,12 +357,12 @@ score_select_kernel(const uint8_t* __restrict__ q,        // [B, 64, 128] e4m3
     return;
   }
 
-  uint8_t* ring = smem;
-  uint32_t* hist = reinterpret_cast<uint32_t*>(smem + Cfg::kHistOffset);
-  SelectScratch* scratch = reinterpret_cast<SelectScratch*>(smem + Cfg::kScratchOffset);
-  float* head_weights = reinterpret_cast<float*>(smem + Cfg::kWeightsOffset);
-  float* page_scores = reinterpret_cast<float*>(smem + Cfg::kPageScoresOffset);
-  uint32_t* keys = reinterpret_cast<uint32_t*>(smem + Cfg::kKeysOffset);
+  uint8_t* rings = smem;  // the reused region
+  uint32_t* hist = reinterpret_cast<uint32_t*>(smem + Cfg::hist_offset(max_pages));
+  SelectScratch* scratch = reinterpret_cast<SelectScratch*>(smem + Cfg::scratch_offset(max_pages));
+  float* head_weights = reinterpret_cast<float*>(smem + Cfg::weights_offset(max_pages));
+  float* page_scores = reinterpret_cast<float*>(smem + Cfg::page_scores_offset(max_pages));
+  uint32_t* keys = reinterpret_cast<uint32_t*>(smem + Cfg::keys_offset(max_pages));
   uint32_t* hist_rank0 = cluster.map_shared_rank(hist, 0);
   uint32_t* keys_rank0 = cluster.map_shared_rank(keys, 0);
 
@@ -316,21 +378,33 @@ score_select_kernel(const uint8_t* __restrict__ q,        // [B, 64, 128] e4m3
   const int page_begin = min(npages, rank * pages_per_cta);
   const int my_pages = min(npages, page_begin + pages_per_cta) - page_begin;
 
-  // Ring slot i % STAGES receives page i of this CTA; an empty group keeps the wait counts uniform.
+  // Group `group` scores the CTA's pages group, group + GROUPS, ...: its i-th lands in slot i % STAGES of its
+  // ring. An empty cp.async group keeps the wait counts uniform.
+  const int group = tid / kGroupThreads, gtid = tid % kGroupThreads;
+  const int group_pages = my_pages > group ? (my_pages - group + GROUPS - 1) / GROUPS : 0;
+  uint8_t* ring = rings + group * Cfg::kRingBytes;
+  float* group_scores = page_scores + group * HEAD_SPLIT * kPageTokens;
   auto issue_page = [&](int i) {
-    if (i < my_pages) {
-      const uint8_t* src = k_cache + static_cast<size_t>(bt_row[page_begin + i]) * kPageBytes;
+    if (i < group_pages) {
+      const uint8_t* src = k_cache + static_cast<size_t>(bt_row[page_begin + group + i * GROUPS]) * kPageBytes;
       uint8_t* dst = ring + (i % STAGES) * kPageBytes;
-      for (int c = tid; c < kChunksPerPage; c += kThreads)
+      for (int c = gtid; c < kChunksPerPage; c += kGroupThreads)
         sm90::cp_async_16(sm90::smem_u32(dst + 16 * c), src + 16 * c);
     }
     cp_async_commit();
+  };
+  auto group_sync = [&] {
+    if constexpr (GROUPS == 1) {
+      __syncthreads();
+    } else {
+      sm90::named_barrier_sync(1 + group, kGroupThreads);
+    }
   };
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) issue_page(s);
 
   // Warp roles: 16-token tile `tile` of every page, heads [head_base, head_base + 64 / HEAD_SPLIT).
-  const int warp = tid >> 5, lane = tid & 31;
+  const int warp = gtid >> 5, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;
   const int tile = warp % kTilesPerPage;
   const int head_part = warp / kTilesPerPage;
@@ -353,15 +427,16 @@ score_select_kernel(const uint8_t* __restrict__ q,        // [B, 64, 128] e4m3
       q_frag[j][s][1] = e4m3x2_to_f16x2(words[s] >> 16);
     }
   }
-  // Head weights wait in shared memory (registers go to the q fragments); the first loop barrier publishes them.
+  // Head weights wait in shared memory (registers go to the q fragments).
   for (int h = tid; h < kHeads; h += kThreads) head_weights[h] = __ldg(weights + static_cast<size_t>(b) * kHeads + h);
+  __syncthreads();  // publishes them to every group (the cluster handshake's arrive came before they were written)
 
   cluster_wait_acquire();
 
-  for (int i = 0; i < my_pages; ++i) {
+  for (int i = 0; i < group_pages; ++i) {
     issue_page(i + STAGES - 1);  // into the slot of page i - 1, released by the barrier after its scoring
     cp_async_wait<STAGES - 1>();  // this thread's chunks of page i have landed
-    __syncthreads();              // ... and everybody's
+    group_sync();                 // ... and the whole group's
 
     const uint8_t* stage = ring + (i % STAGES) * kPageBytes;
     const uint8_t* row_lo = stage + (tile * kTileTokens + g) * kDim + 32 * t;  // token g of the tile
@@ -400,18 +475,18 @@ score_select_kernel(const uint8_t* __restrict__ q,        // [B, 64, 128] e4m3
 
     const float* scales = reinterpret_cast<const float*>(stage + kScaleOffset);
     const int tile_token = tile * kTileTokens + g;
-    float* partial = page_scores + head_part * kPageTokens + tile_token;
+    float* partial = group_scores + head_part * kPageTokens + tile_token;
     if (t == 0) partial[0] = sum_lo * scales[tile_token];
     if (t == 1) partial[8] = sum_hi * scales[tile_token + 8];
-    __syncthreads();  // page i's slot is free for the next copy; its partial scores are complete
+    group_sync();  // page i's slot is free for the next copy; its partial scores are complete
 
     // One thread per token: fixed-order sum of the head-split partials, then the key and its first-digit count
     // go to rank 0. (The partials are rewritten only after the next iteration's first barrier.)
-    const int position = (page_begin + i) * kPageTokens + tid;
-    if (tid < kPageTokens && position < n) {
-      float score = page_scores[tid];
+    const int position = (page_begin + group + i * GROUPS) * kPageTokens + gtid;
+    if (gtid < kPageTokens && position < n) {
+      float score = group_scores[gtid];
 #pragma unroll
-      for (int h = 1; h < HEAD_SPLIT; ++h) score += page_scores[h * kPageTokens + tid];
+      for (int h = 1; h < HEAD_SPLIT; ++h) score += group_scores[h * kPageTokens + gtid];
       const uint32_t key = order_key(score);
       keys_rank0[position] = key;
       atomicAdd(hist_rank0 + (key >> kFirstShift), 1u);
@@ -425,18 +500,58 @@ score_select_kernel(const uint8_t* __restrict__ q,        // [B, 64, 128] e4m3
   cluster_wait_acquire();
   if (rank != 0) return;
 
+  // The threshold digit, then one pass: ids above it to the output, keys at it to the candidate list (both in
+  // position order, at offsets from one block scan; 16 + 16 packed bits: at most 2048 above, n < 65536 at it).
   uint32_t prefix = 0, need = kTopK;
+  radix_find<kFirstShift, 32 - kFirstShift, kThreads>(hist, scratch, prefix, need);
+  const uint32_t above_digit = kTopK - need;
+  const int m = static_cast<int>(scratch->in_digit);
+  const uint32_t pivot = prefix >> kFirstShift;
+  uint32_t* cand_keys = reinterpret_cast<uint32_t*>(rings);  // the rings are idle: every copy has landed
+  uint16_t* cand_pos = reinterpret_cast<uint16_t*>(cand_keys + max_pages * kPageTokens);
+  {
+    const int per_thread = (n + kThreads - 1) / kThreads;
+    const int lo = min(n, tid * per_thread), hi = min(n, lo + per_thread);
+    uint32_t greater = 0, equal = 0;
+    for (int i = lo; i < hi; ++i) {
+      const uint32_t d = keys[i] >> kFirstShift;
+      greater += d > pivot;
+      equal += d == pivot;
+    }
+    const uint32_t before = block_exclusive_sum<kThreads>(greater | (equal << 16), scratch->warp_totals);
+    uint32_t greater_pos = before & 0xffffu, equal_pos = before >> 16;
+    for (int i = lo; i < hi; ++i) {
+      const uint32_t key = keys[i];
+      const uint32_t d = key >> kFirstShift;
+      if (d > pivot) {
+        out_row[greater_pos++] = token_id(bt_row, i);
+      } else if (d == pivot) {
+        cand_keys[equal_pos] = key;
+        cand_pos[equal_pos] = static_cast<uint16_t>(i);
+        ++equal_pos;
+      }
+    }
+  }
+  __syncthreads();
+
+  // The `need` best candidates fill out[above_digit, 2048).
+  int* tail = out_row + above_digit;
+  if (m <= kThreads) {
+    rank_candidates<kThreads>(cand_keys, cand_pos, m, need, bt_row, tail);
+    return;
+  }
   int shift = kFirstShift;
-  if (!radix_find<kFirstShift, 32 - kFirstShift, kThreads>(hist, scratch, prefix, need)) {
+  if (static_cast<uint32_t>(m) != need) {
     shift = 8;
-    radix_count<8, 12, kThreads>(keys, n, hist, prefix);
+    radix_count<8, 12, kThreads>(cand_keys, m, hist, prefix);
     if (!radix_find<8, 12, kThreads>(hist, scratch, prefix, need)) {
       shift = 0;
-      radix_count<0, 8, kThreads>(keys, n, hist, prefix);
+      radix_count<0, 8, kThreads>(cand_keys, m, hist, prefix);
       radix_find<0, 8, kThreads>(hist, scratch, prefix, need);
     }
   }
-  emit_selected<kThreads>(keys, n, shift, prefix, need, scratch, bt_row, out_row);
+  emit_selected<kThreads>(cand_keys, m, shift, prefix, need, kTopK - static_cast<int>(above_digit), scratch, bt_row,
+                          tail, [cand_pos](int i) { return static_cast<int>(cand_pos[i]); });
 }
 
 }  // namespace dsa_indexer
