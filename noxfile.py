@@ -137,8 +137,8 @@ def bench(session: nox.Session) -> None:
 @nox.session(venv_backend="none")
 def repro(session: nox.Session) -> None:
     """Bench all contest workloads of every solution (arguments go to bench; `--definition moe` benches one
-    definition, into its own `...-repro-moe.json`), then render repro/REPORT.md from every repro results file of
-    the newest day: the per-definition runs of one device day make one report."""
+    definition, into its own `...-repro-moe.json`), then render repro/REPORT.md from the newest repro results file
+    of each definition (`newest_repro_files`): runs of different sessions each keep their definition's newest."""
     python = in_place_python(session)
     run_sdk(session, python, "bench", "--tag", "repro", "--settings", str(ROOT / "repro" / "settings.toml"),
             *session.posargs)
@@ -146,8 +146,29 @@ def repro(session: nox.Session) -> None:
     if not files:  # bench wrote elsewhere (--out): render that folder's files with `fib-sdk report FILE ...`
         session.log("no repro results file in repro/results/: REPORT.md not rendered")
         return
-    newest_day = max(f.name.split("-repro")[0] for f in files)
-    run_sdk(session, python, "report", *[str(f) for f in files if f.name.split("-repro")[0] == newest_day])
+    run_sdk(session, python, "report", *[str(f) for f in newest_repro_files(files)])
+
+
+def newest_repro_files(files: list[Path]) -> list[Path]:
+    """`<gpu>-<yyyymmdd>-repro[-<definition>].json`: the newest file of each definition. A whole-run file (no
+    definition in its name) is used alone when no per-definition file is newer, and left out otherwise: the report
+    takes each definition's rows from one file."""
+    def day_and_kind(f: Path) -> tuple[str, str]:
+        head, _, kind = f.stem.partition("-repro")
+        return head.rsplit("-", 1)[-1], kind.lstrip("-")
+
+    newest: dict[str, Path] = {}
+    for f in files:
+        day, kind = day_and_kind(f)
+        if kind not in newest or day >= day_and_kind(newest[kind])[0]:
+            newest[kind] = f
+    whole = newest.pop("", None)
+    if whole is None:
+        return sorted(newest.values())
+    whole_day = day_and_kind(whole)[0]
+    if any(day_and_kind(f)[0] > whole_day for f in newest.values()):
+        return sorted(newest.values())
+    return [whole]
 
 
 @nox.session(venv_backend="none")

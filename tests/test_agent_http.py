@@ -63,7 +63,7 @@ def test_a_scripted_model_patches_cuda_through_litellm_tool_calls(tmp_path):
     assert "candidate: `indexer_launch.cu`" in first and "[... truncated]" not in first
     # lineage: c0002 is c0001 plus the CUDA patch, compiled for sm_90a and gated on the CPU fallback
     c1, c2 = jsonl.read(run_dir / "candidates.jsonl")
-    assert c1["params"] == c2["params"] == {"CLUSTER": 8, "HEAD_SPLIT": 2, "STAGES": 4}
+    assert c1["params"] == c2["params"] == {"CLUSTER": 8, "GROUPS": 2, "HEAD_SPLIT": 2, "STAGES": 4}
     assert c2["parent"] == "c0001" and c2["overlay_files"] == ["indexer_launch.cu"] and c2["patches"] == 1
     for record in (c1, c2):
         assert record["statuses"]["compile"] == "ok" and record["statuses"]["gate"] == "PASSED"

@@ -24,7 +24,7 @@ from sdk.agent.otel_import import import_usage  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 INDEXER = "dsa_topk_indexer_fp8_h64_d128_topk2048_ps64"
-POINT = {"CLUSTER": 8, "HEAD_SPLIT": 2, "STAGES": 4}
+POINT = {"CLUSTER": 8, "GROUPS": 2, "HEAD_SPLIT": 2, "STAGES": 4}
 
 
 def text_of(result) -> str:

@@ -161,3 +161,16 @@ def test_speedup_band_own_reference_and_bound_summary():
     assert s["mean_speedup_vs_own_reference"] == pytest.approx((10.0 / 0.2 + 10.0 / 0.4) / 2)
     assert s["latency_over_bound"] == {"median": pytest.approx(1.625), "max": 2.0, "n": 2, "within_1_5": 1}
     assert s["mean_speedup_band"][0] == pytest.approx((15.0 / 0.21 + 15.0 / 0.21) / 2)
+
+
+def test_nox_repro_renders_the_newest_file_of_each_definition():
+    pytest.importorskip("nox", reason="nox (the test extra) is not installed: the noxfile cannot be imported")
+    import noxfile
+    names = ["nvidia-h200-20261201-repro-moe.json", "nvidia-h200-20261201-repro-attention.json",
+             "nvidia-h200-20261201-repro-indexer.json", "nvidia-h200-20261202-repro-indexer.json",
+             "nvidia-h200-20261129-repro.json"]
+    picked = [p.name for p in noxfile.newest_repro_files([Path(n) for n in names])]
+    assert picked == ["nvidia-h200-20261201-repro-attention.json", "nvidia-h200-20261201-repro-moe.json",
+                      "nvidia-h200-20261202-repro-indexer.json"]
+    whole = [Path("nvidia-h200-20261203-repro.json")] + [Path(n) for n in names]
+    assert [p.name for p in noxfile.newest_repro_files(whole)] == ["nvidia-h200-20261203-repro.json"]
