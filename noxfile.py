@@ -153,22 +153,14 @@ def newest_repro_files(files: list[Path]) -> list[Path]:
     """`<gpu>-<yyyymmdd>-repro[-<definition>].json`: the newest file of each definition. A whole-run file (no
     definition in its name) is used alone when no per-definition file is newer, and left out otherwise: the report
     takes each definition's rows from one file."""
-    def day_and_kind(f: Path) -> tuple[str, str]:
-        head, _, kind = f.stem.partition("-repro")
-        return head.rsplit("-", 1)[-1], kind.lstrip("-")
-
-    newest: dict[str, Path] = {}
-    for f in files:
-        day, kind = day_and_kind(f)
-        if kind not in newest or day >= day_and_kind(newest[kind])[0]:
-            newest[kind] = f
+    newest: dict[str, tuple[str, Path]] = {}  # definition ("" for a whole run) -> (day, file)
+    for day, kind, f in sorted((f.stem.partition("-repro")[0].rsplit("-", 1)[-1],
+                                f.stem.partition("-repro")[2].lstrip("-"), f) for f in files):
+        newest[kind] = (day, f)  # sorted by day: the last one of a definition is its newest
     whole = newest.pop("", None)
-    if whole is None:
-        return sorted(newest.values())
-    whole_day = day_and_kind(whole)[0]
-    if any(day_and_kind(f)[0] > whole_day for f in newest.values()):
-        return sorted(newest.values())
-    return [whole]
+    if whole is not None and all(day <= whole[0] for day, _ in newest.values()):
+        return [whole[1]]
+    return sorted(f for _, f in newest.values())
 
 
 @nox.session(venv_backend="none")
