@@ -1,5 +1,7 @@
 """Small workloads of the real definitions, so CPU tests run the full pipeline in seconds; calling a solution the
 way the gate does (poisoned outputs), on the CPU fallback and, where a GPU is present, on the CUDA kernels."""
+import functools
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -96,3 +98,14 @@ def cli_runner():
         return CliRunner(mix_stderr=False)
     except TypeError:
         return CliRunner()
+
+
+@functools.cache
+def noxfile_module():
+    """The repository's noxfile, loaded once per process: nox registers each session by name, and a second load
+    re-registers them (a FutureWarning today, an error in later nox)."""
+    spec = importlib.util.spec_from_file_location("noxfile_under_test", Path(__file__).resolve().parent.parent /
+                                                  "noxfile.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

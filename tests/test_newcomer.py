@@ -1,7 +1,6 @@
 """A newcomer's first hour, in pieces that CI can run (a fresh venv from the README's command is too slow for CI):
 the README's first block and command list, the nox sessions (one shared environment, arguments passed through
 unchanged, a fresh machine's `nox -s gate`), and the agent extra's litellm pin."""
-import importlib.util
 import re
 import subprocess
 import sys
@@ -13,6 +12,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from sdk.cli import main
+from tests.helpers import noxfile_module
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -23,14 +23,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 
-def _load_noxfile():
-    spec = importlib.util.spec_from_file_location("noxfile_under_test", ROOT / "noxfile.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-NOXFILE = _load_noxfile()  # once: nox registers each session by name
+NOXFILE = noxfile_module()
 
 
 class FakeSession:

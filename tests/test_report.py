@@ -5,7 +5,7 @@ import os
 from pathlib import Path
 
 import pytest
-from tests.helpers import cli_runner
+from tests.helpers import cli_runner, noxfile_module
 
 from sdk.errors import BadInputError
 from sdk.report import render_report
@@ -165,7 +165,7 @@ def test_speedup_band_own_reference_and_bound_summary():
 
 def test_nox_repro_renders_the_newest_file_of_each_definition():
     pytest.importorskip("nox", reason="nox (the test extra) is not installed: the noxfile cannot be imported")
-    import noxfile
+    noxfile = noxfile_module()
     names = ["nvidia-h200-20261201-repro-moe.json", "nvidia-h200-20261201-repro-attention.json",
              "nvidia-h200-20261201-repro-indexer.json", "nvidia-h200-20261202-repro-indexer.json",
              "nvidia-h200-20261129-repro.json"]

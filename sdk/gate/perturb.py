@@ -3,8 +3,8 @@
 A kernel reads the resident inputs afresh on every call, so this costs an honest solution nothing; a solution that
 keeps something derived from them across calls (dequantised weights, a converted cache), however it keys it,
 computes with stale data for that region, and the judge's check on that call sees the error. The region is chosen
-from the call's own per-call inputs (MoE: an expert its tokens are routed to; indexer: the pages of one row;
-attention: the rows one query token gathers), so the change always reaches the output.
+from the call's own per-call inputs (MoE: an expert its tokens are routed to; indexer: the pages of one row longer
+than top-k; attention: the rows one query token gathers), so the change always reaches the output.
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from .. import inputs as inputs_mod
 MOE = "moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048"
 INDEXER = "dsa_topk_indexer_fp8_h64_d128_topk2048_ps64"
 ATTENTION = "dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps64"
+INDEXER_TOPK = 2048  # the indexer definition's `topk` constant
 
 
 def _pick(candidates: torch.Tensor, gen: torch.Generator) -> int:
@@ -49,7 +50,10 @@ def moe(call: dict, gen: torch.Generator, targets) -> None:
 def indexer(call: dict, gen: torch.Generator, targets) -> None:
     cache, lens, table = call["k_index_cache_fp8"], call["seq_lens"], call["block_table"]
     page = cache.shape[1]
-    row = _pick(torch.arange(lens.numel()), gen)
+    # A row of at most top-k tokens selects all of them whatever its keys say: a change there never reaches the
+    # output, so a stale-key cache would survive it. Re-draw a row that selects, where there is one.
+    selecting = (lens.to(torch.long) > INDEXER_TOPK).nonzero().flatten()
+    row = _pick(selecting if selecting.numel() else torch.arange(lens.numel()), gen)
     used = table[row, : (int(lens[row]) + page - 1) // page].to(torch.long)
     fresh = torch.randn(used.numel(), page, cache.shape[-1] - 4, generator=gen, device=gen.device,
                         dtype=torch.bfloat16)
@@ -59,7 +63,8 @@ def indexer(call: dict, gen: torch.Generator, targets) -> None:
 def attention(call: dict, gen: torch.Generator, targets) -> None:
     indices = call["sparse_indices"]
     page = call["ckv_cache"].shape[1]
-    row = indices[_pick(torch.arange(indices.shape[0]), gen)].to(torch.long)
+    gathering = ((indices >= 0).any(dim=1)).nonzero().flatten()  # a fully padded row reads nothing
+    row = indices[_pick(gathering if gathering.numel() else torch.arange(indices.shape[0]), gen)].to(torch.long)
     valid = row[row >= 0]
     if not valid.numel():
         return

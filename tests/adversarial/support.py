@@ -21,6 +21,12 @@ def tiny_indexer(uuid: str = "tiny-indexer"):
     return small_indexer(uuid, batch_size=2, max_num_pages=33, num_pages=80)
 
 
+def long_indexer(uuid: str = "long-indexer"):
+    """Two rows, the longer one near twice top-k: keys that went stale change about half of its selection (a row
+    barely past 2048 tokens changes in a few tail tokens, close enough in value to pass the rescoring tolerance)."""
+    return small_indexer(uuid, batch_size=2, max_num_pages=64, num_pages=160)
+
+
 def tiny_attention(num_tokens: int = 1, uuid: str | None = None):
     """16 pages: each query row gets 1024 valid indices and 1024 padding slots."""
     return small_attention(uuid or f"tiny-attention-{num_tokens}", num_tokens=num_tokens, num_pages=16)

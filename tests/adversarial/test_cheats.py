@@ -11,7 +11,7 @@ import torch
 
 from sdk import solutions
 from sdk.gate.compare import Tolerance, error_stats
-from tests.adversarial.support import TIMING, gate, package, scan_rules, tiny_attention, tiny_indexer
+from tests.adversarial.support import TIMING, gate, long_indexer, package, scan_rules, tiny_attention, tiny_indexer
 
 STALE_OUTPUT = ("trial 0: output: contains NaN", "trial 0: output: contains inf", "trial 0: output: matched ratio",
                 "trial 0: lse: contains", "trial 0: lse: matched ratio")
@@ -108,9 +108,11 @@ def test_patched_timers_are_caught_at_runtime():
 @pytest.mark.parametrize("name", ["ptr_cache", "converted_once"])
 def test_caches_across_calls_fail_on_the_second_trial(name):
     """Calls alternate between two slots of input tensors, refilled with fresh values (trial 2 gets trial 0's
-    objects and addresses back): identity-, pointer- and shape-keyed caches replay a stale answer. Run without the scan, which catches them first. (trial_zero_only,
-    an output cache keyed by shape, runs in the GPU list.)"""
-    (result,) = gate(name, scan=False, trials=3)
+    objects and addresses back): identity-, pointer- and shape-keyed caches replay a stale answer, and keys
+    converted once miss the pages re-drawn since. Run without the scan, which catches them first, on rows well past
+    top-k, where stale keys change the answer. (trial_zero_only, an output cache keyed by shape, runs in the GPU
+    list.)"""
+    (result,) = gate(name, [long_indexer()], scan=False, trials=3)
     assert result.status == "INCORRECT_NUMERICAL", result.reason
     assert result.reason.startswith(("trial 1: ", "trial 2: ")), result.reason
 
