@@ -165,6 +165,12 @@ def work(definition_name: str, inputs: dict) -> Work:
     return fn(inputs)
 
 
+def call_work(definition_name: str, inputs: dict) -> dict[str, float]:
+    """The bytes and FLOPs of one call (`work`), as the judge records them with each timed call."""
+    w = work(definition_name, inputs)
+    return {"bytes": w.bytes, "flops": w.flops}
+
+
 def mean_work(works: list[Work]) -> Work:
     """The work of several trials as one: mean bytes and FLOPs (what a mean latency over those trials must move),
     each trial's own in `detail`. Trials differ where a call's inputs decide its work (the MoE's routing)."""

@@ -26,6 +26,7 @@ bytes (the piece list, 8 bytes per piece of up to 2 KB, and its class boundaries
 from __future__ import annotations
 
 import hashlib
+import statistics
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -502,3 +503,28 @@ def bound_ms(probe_ms: float, work: Work, ceilings: Ceilings) -> float:
     rate = ceilings.fp8_flops_per_s if work.matrix == "fp8" else ceilings.bf16_flops_per_s
     compute_ms = work.flops / rate * 1e3 if rate else 0.0
     return max(probe_ms, compute_ms)
+
+
+def timed_call_bounds(calls: list[dict], probe_ms: float, probed: Work, ceilings: Ceilings,
+                      latency_key: str) -> dict | None:
+    """The bound of the calls that were timed, not of the baseline's draws. A call's inputs decide its work (the
+    MoE's routing, the indexer's and the attention's row lengths are drawn per call), and a trial's latency is the
+    median over some 50 calls, while the probe ran on one draw per trial: three draws of a routing whose FLOPs vary
+    2x between draws do not stand for 150 calls. Per timed call (one whose record has the judge's "work" and a
+    latency), bound = max(probe_ms x its bytes / the probed draws' mean bytes, its FLOPs / matrix rate): the probe's
+    bandwidth applied to the call's own bytes. Per trial the median of those (as the latency takes the median of the
+    spans); `bound_ms` the mean of the trials' (as latency_ms). None when no timed call carries its work."""
+    rate = ceilings.fp8_flops_per_s if probed.matrix == "fp8" else ceilings.bf16_flops_per_s
+    if probed.bytes <= 0:
+        return None
+    trials: dict[int, list[float]] = {}
+    for c in calls:
+        work = c.get("work")
+        if not (c.get("timed") and c.get(latency_key) is not None and work):
+            continue
+        compute_ms = work["flops"] / rate * 1e3 if rate else 0.0
+        trials.setdefault(c["trial"], []).append(max(probe_ms * work["bytes"] / probed.bytes, compute_ms))
+    if not trials:
+        return None
+    medians = [statistics.median(v) for _, v in sorted(trials.items())]
+    return {"bound_ms": statistics.fmean(medians), "bound_trials_ms": medians, "bound_calls": sum(map(len, trials.values()))}

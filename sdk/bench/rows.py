@@ -43,7 +43,10 @@ class ResultRow(BaseModel):
     reference_interleave_error: str | None = None  # why the interleaved reference timing stopped (then: "after")
     probe_ms: float | None = None              # CUPTI span of a launch that only reads the workload's bytes
     probe: dict = {}
-    bound_ms: float | None = None              # max(probe_ms, FLOPs / measured matrix rate)
+    bound_ms: float | None = None              # max(probe_ms, FLOPs / measured matrix rate), per bound_basis
+    bound_basis: str | None = None             # "timed calls" (each timed call's own work) or "baseline draws"
+    bound_draws_ms: float | None = None        # the bound of the baseline's draws (one per trial)
+    bound_trials_ms: list[float] = []          # timed calls: per trial the median of the calls' bounds
     aa_noise_pct: float | None = None
     aa_noise_median_pct: float | None = None
     within_noise_of_best_peer: bool | None = None

@@ -13,6 +13,7 @@ rejected, not reported. With several GPUs, each gets its own worker process and 
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 import os
 import re
@@ -241,9 +242,14 @@ def make_row(package: SolutionPackage, result, baseline: dict, ceilings, gpu: bo
     if row["work"] and ceilings is not None:
         row["floor_ms"] = floors.floor_ms(floors.Work(**row["work"]), ceilings)
         if row["probe_ms"]:
-            from .probe import bound_ms
+            from .probe import bound_ms, timed_call_bounds
 
-            row["bound_ms"] = bound_ms(row["probe_ms"], floors.Work(**row["work"]), ceilings)
+            probed = floors.Work(**row["work"])
+            row["bound_draws_ms"] = bound_ms(row["probe_ms"], probed, ceilings)
+            per_call = timed_call_bounds(raw.get("calls") or [], row["probe_ms"], probed, ceilings,
+                                         "span_ms" if gpu else "wall_ms") if result.passed else None
+            row.update(per_call or {"bound_ms": row["bound_draws_ms"]},
+                       bound_basis="timed calls" if per_call else "baseline draws")
     # Well under the floor (bytes / bandwidth, FLOPs / peak) means work was skipped, not optimised. "Well": the
     # bandwidth is a device copy's, and a read-mostly kernel streams faster than a copy (on the H200 a kernel read
     # 1.1 GB in 0.262 ms, 4.2 TB/s, 1.003x the copy rate of that run); FLOOR_MARGIN x floor is a rate above the
@@ -360,7 +366,8 @@ def run_bench(packages: list[SolutionPackage], config: BenchConfig = BenchConfig
                                          timeout_s=config.timeout_s, device=dev, trace_path=trace_path, plan=plan,
                                          skip_after_timeout=True, first_call_extra_s=config.compile_budget_s,
                                          progress=lambda i, n, r: progress(_progress_line(package, dev, i, n, r)),
-                                         between_trials=timer)
+                                         between_trials=timer, call_work=functools.partial(floors.call_work,
+                                                                                            definition))
                     with lock:
                         results.extend(done)
                         timers.extend([timer] if timer is not None else [])

@@ -36,6 +36,9 @@ CALL_PREFIX = "fib-call-#"
 
 # between_trials(trial, draw) -> {key: median ms}: the caller's work after each trial; draw() gives fresh inputs.
 BetweenTrials = Callable[[int, Callable[[], dict]], dict[str, float]]
+# call_work(inputs) -> {name: number}: the caller's measure of one timed call's inputs (the bench: the bytes and
+# FLOPs that call must move), recorded with the call as "work"; it reads the judge's private copy, never changes it.
+CallWork = Callable[[dict], dict[str, float]]
 
 
 class WorkerFailure(Exception):
@@ -65,6 +68,7 @@ class Outcome:
     log: str = ""
     interleaved: list[dict[str, float]] = field(default_factory=list)  # per trial: what between_trials returned
     interleaved_error: str | None = None  # the first failure of between_trials (it is not called again)
+    call_work_error: str | None = None    # the first failure of call_work (it is not called again)
 
 
 def _sync(device: torch.device) -> None:
@@ -98,10 +102,13 @@ def call_spans(trace: dict) -> dict[int, float]:
 
 def judge(ask: Callable[[dict], dict], pid: int, solution: Solution, definition: Definition, workload: Workload, *,
           plan: CallPlan, seed: int, tol: Tolerance, device: torch.device, has_setup: bool,
-          fresh_worker: bool, between_trials: BetweenTrials | None = None) -> Outcome:
+          fresh_worker: bool, between_trials: BetweenTrials | None = None,
+          call_work: CallWork | None = None) -> Outcome:
     """Run `plan` for one workload through `ask` (one request to the worker, raising WorkerFailure). With
     `between_trials`, after each trial (its trace collected, the worker idle) `between_trials(trial, draw)` runs in
-    this process; `draw()` returns a copy of the judge's private inputs of a fresh call from the pool."""
+    this process; `draw()` returns a copy of the judge's private inputs of a fresh call from the pool. With
+    `call_work`, every timed call's record gets call_work(its private inputs) as "work", once the call returned:
+    a timed call's latency can then be put beside the work of the same inputs, not of other draws."""
     reference = definitions.reference(definition.name)
     pool = InputPool(definition, workload, seed, device, slots=2, sets=plan.resident_sets(device),
                      fixed_integers=has_setup)
@@ -168,6 +175,8 @@ def judge(ask: Callable[[dict], dict], pid: int, solution: Solution, definition:
                     if not passed and out.strict[0]:
                         out.strict = (False, f"{where}: {why}")
                     _merge(out.check, result)
+                if call_work is not None and record["timed"] and out.call_work_error is None:
+                    _record_work(call_work, pool.private(call), record, out)
                 trial_calls.append(record)
             if plan.profile and device.type == "cuda":
                 trace = ask({"op": "profile", "on": False}).get("trace")
@@ -197,6 +206,15 @@ def _between(between_trials: BetweenTrials, trial: int, pool: InputPool, out: Ou
         out.interleaved.append({str(key): float(ms) for key, ms in got.items()})
     except Exception as exc:  # noqa: BLE001 - trusted work of the caller, but never the solution's failure
         out.interleaved_error = f"trial {trial}: {type(exc).__name__}: {str(exc)[:300]}"
+
+
+def _record_work(call_work: CallWork, inputs: dict, record: dict, out: Outcome) -> None:
+    """record["work"] of a timed call; a failure is recorded once and ends it for this workload, never the
+    solution's failure."""
+    try:
+        record["work"] = {str(k): float(v) for k, v in call_work(inputs).items()}
+    except Exception as exc:  # noqa: BLE001 - trusted work of the caller
+        out.call_work_error = f"call {record['index']}: {type(exc).__name__}: {str(exc)[:300]}"
 
 
 def _merge(total: Check, one: Check) -> None:

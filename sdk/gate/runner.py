@@ -22,7 +22,7 @@ from .. import definitions, jsonl
 from .._fib import Correctness, Environment, Evaluation, Performance, Solution, Trace, Workload
 from . import scan as scan_mod
 from .compare import Tolerance
-from .judge import BetweenTrials, WorkerFailure, judge
+from .judge import BetweenTrials, CallWork, WorkerFailure, judge
 from .plan import CallPlan
 
 STARTUP_S = 300.0  # a worker's interpreter start and imports (not the solution's time): loaded machines are slow
@@ -229,6 +229,17 @@ def _off_the_clock(between_trials: BetweenTrials, worker: Worker, spent: list[fl
     return call
 
 
+def _work_off_the_clock(call_work: CallWork, worker: Worker) -> CallWork:
+    """`call_work` with its time added to the worker's deadline: the caller's measure, not the solution's time."""
+    def call(inputs: dict) -> dict:
+        started = time.monotonic()
+        try:
+            return call_work(inputs)
+        finally:
+            worker.deadline += time.monotonic() - started
+    return call
+
+
 def _per_key(trials: list[dict[str, float]]) -> dict[str, list[float]]:
     """[{key: ms} per trial] -> {key: [ms per trial]}."""
     out: dict[str, list[float]] = {}
@@ -243,13 +254,16 @@ def gate_solution(solution: Solution, definition: str, workloads: Iterable[Workl
                   device: str | None = None, trace_path: str | Path | None = None, plan: CallPlan | None = None,
                   progress: Callable[[int, int, GateResult], None] | None = None, scan: bool = True,
                   skip_after_timeout: bool = False, first_call_extra_s: float = 0.0,
-                  between_trials: BetweenTrials | None = None) -> list[GateResult]:
+                  between_trials: BetweenTrials | None = None,
+                  call_work: CallWork | None = None) -> list[GateResult]:
     """Gate `solution` on each workload. `plan` says how many calls per trial (default: `trials` single checked
     calls); `seed` None draws one from the OS (recorded in every trace). With `scan`, the static scan runs first and
     a solution with findings is neither built nor run. `first_call_extra_s` is added to a fresh worker's first
     workload, where the solution is built. `between_trials(trial, draw)` runs in this process after each trial of
     each workload (see `judge`); what it returns lands in raw["interleaved_ms"] as {key: [one value per trial]},
-    its first failure in raw["interleaved_error"], its seconds in raw["interleaved_s"] (outside the timeout)."""
+    its first failure in raw["interleaved_error"], its seconds in raw["interleaved_s"] (outside the timeout).
+    `call_work(inputs)` measures each timed call's inputs (see `judge`): raw["calls"][i]["work"], its first failure
+    in raw["call_work_error"], its time outside the timeout."""
     import torch
 
     from ..errors import BadInputError, UnavailableError
@@ -297,7 +311,8 @@ def gate_solution(solution: Solution, definition: str, workloads: Iterable[Workl
                     outcome = judge(worker.ask, worker.pid, solution, spec, workload, plan=plan, seed=seed, tol=tol,
                                     device=torch.device(device), has_setup=has_setup, fresh_worker=fresh,
                                     between_trials=None if between_trials is None else
-                                    _off_the_clock(between_trials, worker, spent))
+                                    _off_the_clock(between_trials, worker, spent),
+                                    call_work=None if call_work is None else _work_off_the_clock(call_work, worker))
                     raw = {"status": outcome.check.status, "reason": outcome.check.reason,
                            "max_abs": outcome.check.max_abs, "max_rel": outcome.check.max_rel,
                            "extra": outcome.check.extra, "calls": outcome.calls, "reference_ms": outcome.reference_ms,
@@ -309,6 +324,8 @@ def gate_solution(solution: Solution, definition: str, workloads: Iterable[Workl
                         raw.update(interleaved_ms=_per_key(outcome.interleaved), interleaved_s=round(spent[0], 3))
                         if outcome.interleaved_error is not None:
                             raw["interleaved_error"] = outcome.interleaved_error
+                    if outcome.call_work_error is not None:
+                        raw["call_work_error"] = outcome.call_work_error
                 except WorkerFailure as failure:
                     raw = dict(failure.raw)
                 if raw["status"] == "COMPILE_ERROR":

@@ -256,7 +256,10 @@ def _definition(definition: str, solutions: dict[str, list[dict]], out_dir: Path
            "both ceilings measured in the same run (the floor ignores launch latency, a few µs per kernel); "
            "peer cells show ms, the status when the peer failed, and `(graph)` when the peer ran as a CUDA graph; "
            "`bound ms` = max(the CUPTI span of a probe launch that only reads the bytes this workload must read, "
-           "FLOPs / measured matrix rate), where measured, with the probe's path in `probe GB/s` (`ranges`: the ranges "
+           "FLOPs / measured matrix rate), where measured; rows with `bound_basis` `timed calls` apply it to each "
+           "timed call's own inputs (the probe's bandwidth times the call's bytes, the call's FLOPs: a call's routing "
+           "or row lengths decide its work) and take the median per trial, the mean over trials, as the latency does; "
+           "older rows have the bound of the baseline's draws; the probe's path is in `probe GB/s` (`ranges`: the ranges "
            "in the launch parameters; `pieces`: a device table of gathered pieces) and, in `probe % of copy`, that bandwidth "
            "over a device copy's moving as many bytes (half read, half written), timed in the same trials; `strict` is "
            "the gate's strict verdict.",

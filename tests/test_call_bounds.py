@@ -1,0 +1,101 @@
+"""The bound of the calls that were timed: the judge records each timed call's work (its own inputs' bytes and
+FLOPs), and the bench's bound takes the probe's bandwidth and the matrix rate to those calls, trial by trial, as the
+latency takes their spans (not to the baseline's one draw per trial: routing and row lengths are drawn per call)."""
+import statistics
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from sdk import definitions
+from sdk.bench import floors, probe
+from sdk.bench.floors import Ceilings, Work
+from sdk.bench.runner import make_row
+from sdk.gate import contest_tolerance, gate_solution
+from sdk.gate.judge import judge
+from sdk.gate.pool import InputPool
+from tests.helpers import INDEXER, small_indexer
+from tests.test_interleave import PLAN, _baseline, _fake_worker
+
+CEILINGS = Ceilings(4e12, fp8_flops_per_s=1e15, bf16_flops_per_s=None)
+
+
+def _judge(call_work):
+    spec = definitions.load(INDEXER)
+    return judge(_fake_worker(spec, []), -1, _baseline().solution, spec, small_indexer(), plan=PLAN, seed=5,
+                 tol=contest_tolerance(INDEXER), device=torch.device("cpu"), has_setup=False, fresh_worker=True,
+                 call_work=call_work)
+
+
+def test_judge_records_the_work_of_each_timed_call_from_its_own_inputs():
+    out = _judge(lambda x: {"bytes": int(x["seq_lens"].sum()), "flops": 7})
+    assert out.check.status == "PASSED" and out.call_work_error is None
+    pool = InputPool(definitions.load(INDEXER), small_indexer(), 5, torch.device("cpu"), slots=2,
+                     sets=PLAN.resident_sets(torch.device("cpu")))
+    lens = [float(pool.private(pool.next_call())["seq_lens"].sum()) for _ in range(len(out.calls))]
+    for record in out.calls:
+        if record["timed"]:
+            assert record["work"] == {"bytes": lens[record["index"]], "flops": 7.0}
+        else:
+            assert "work" not in record  # warmup calls are not measured
+    assert len({r["work"]["bytes"] for r in out.calls if r["timed"]}) > 1  # the calls' row lengths differ
+
+
+def test_a_failing_call_work_is_recorded_once_and_fails_no_solution():
+    seen = []
+
+    def broken(x):
+        seen.append(1)
+        raise ValueError("no model")
+
+    out = _judge(broken)
+    assert out.check.status == "PASSED" and seen == [1]
+    assert out.call_work_error.startswith("call ") and "ValueError: no model" in out.call_work_error
+    assert not any("work" in r for r in out.calls)
+
+
+def test_gate_records_call_work_through_the_real_worker():
+    (result,) = gate_solution(_baseline().solution, INDEXER, [small_indexer()], tol=contest_tolerance(INDEXER),
+                              plan=PLAN, seed=3, call_work=lambda x: floors.call_work(INDEXER, x))
+    assert result.passed, result.reason
+    timed = [c for c in result.raw["calls"] if c["timed"]]
+    assert timed and all(c["work"]["bytes"] > 0 and c["work"]["flops"] > 0 for c in timed)
+    assert "call_work_error" not in result.raw
+
+
+def _call(trial, nbytes, flops, timed=True, span=1.0):
+    return {"trial": trial, "timed": timed, "span_ms": span, "wall_ms": span, "work": {"bytes": nbytes, "flops": flops}}
+
+
+def test_timed_call_bounds_scale_the_probe_by_each_calls_bytes_and_take_its_flops():
+    probed = Work(bytes=10, flops=0, matrix="fp8")
+    calls = [_call(0, 20, 0), _call(0, 10, 3e12), _call(0, 10**6, 0, timed=False),  # warmup: left out
+             _call(1, 5, 0), {**_call(1, 10**6, 0), "span_ms": None},            # no span: left out
+             {"trial": 1, "timed": True, "span_ms": 1.0}]                         # no work recorded: left out
+    got = probe.timed_call_bounds(calls, 1.0, probed, CEILINGS, "span_ms")
+    # trial 0: median(20/10 x 1 ms, max(1 ms, 3e12 / 1e15 s)) = median(2, 3); trial 1: 5/10 x 1 ms
+    assert got["bound_trials_ms"] == pytest.approx([2.5, 0.5])
+    assert got["bound_ms"] == pytest.approx(1.5) and got["bound_calls"] == 3
+    assert probe.timed_call_bounds([{"trial": 0, "timed": True, "span_ms": 1.0}], 1.0, probed, CEILINGS,
+                                   "span_ms") is None
+
+
+def _row(calls, passed=True):
+    package = SimpleNamespace(name="sol", solution=SimpleNamespace(definition=INDEXER, hash=lambda: "h"))
+    result = SimpleNamespace(raw={"calls": calls, "checked": 1}, passed=passed, status="PASSED" if passed else
+                             "INCORRECT_NUMERICAL", reason="", workload=small_indexer())
+    baseline = {"work": Work(bytes=10, flops=0, matrix="fp8").as_dict(), "probe_ms": 1.0, "probe": {}}
+    return make_row(package, result, baseline, CEILINGS, gpu=True)
+
+
+def test_bench_row_bound_is_of_the_timed_calls_and_keeps_the_draws_bound_beside_it():
+    row = _row([_call(t, nbytes, 0, span=5.0) for t in range(3) for nbytes in (30, 40, 50)])
+    assert row["bound_basis"] == "timed calls" and row["bound_ms"] == pytest.approx(4.0)
+    assert row["bound_trials_ms"] == pytest.approx([4.0] * 3) and row["bound_draws_ms"] == pytest.approx(1.0)
+    assert row["latency_ms"] == pytest.approx(5.0)
+
+
+def test_bench_row_without_recorded_work_keeps_the_bound_of_the_draws():
+    row = _row([{"trial": t, "timed": True, "span_ms": 2.0, "wall_ms": 2.0} for t in range(3)])
+    assert row["bound_basis"] == "baseline draws" and row["bound_ms"] == pytest.approx(1.0)
+    assert statistics.fmean(row["latency_trials_ms"]) == pytest.approx(2.0)
