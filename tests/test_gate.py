@@ -1,7 +1,9 @@
 """The gate on CPU with small workloads of the real definitions: honest baselines pass, each defect gets its status."""
 import json
+import math
 
 import pytest
+import torch
 
 from sdk import jsonl, solutions
 from sdk._fib import Trace
@@ -116,3 +118,23 @@ def test_first_workload_gets_the_compile_budget(tmp_path):
     assert [r.status for r in results] == ["PASSED", "PASSED"], [r.reason for r in results]
     (late,) = _gate(package.solution, INDEXER, [small_indexer("alone")], timeout_s=8, trials=1, scan=False)
     assert late.status == "TIMEOUT"
+
+
+def test_an_infinity_matches_only_the_same_infinity_in_the_reference():
+    """A fully padded attention row has lse = -inf in the reference: the same -inf passes, a finite value there
+    fails (its relative error would be NaN, which no tolerance test counts as bad), and an inf elsewhere fails."""
+    from sdk.gate.compare import Tolerance, check_default
+
+    ref = torch.tensor([[1.0, 2.0], [-math.inf, -math.inf]])
+    names, tol = ["lse"], Tolerance()
+    assert check_default(names, [ref.clone()], [ref], tol).status == "PASSED"
+    finite = ref.clone()
+    finite[1] = 0.0
+    got = check_default(names, [finite], [ref], tol)
+    assert (got.status, got.reason) == ("INCORRECT_NUMERICAL", "lse: finite where the reference is infinite")
+    wrong_sign = ref.clone()
+    wrong_sign[1, 0] = math.inf
+    assert check_default(names, [wrong_sign], [ref], tol).reason == "lse: contains inf"
+    stray = ref.clone()
+    stray[0, 0] = -math.inf
+    assert check_default(names, [stray], [ref], tol).reason == "lse: contains inf"

@@ -5,10 +5,15 @@ The fixtures are packages in tests/adversarial/ (crash_by_shape misbehaves by th
 segfaults, 2 hangs, 4 makes an illegal access on CUDA, any other count computes honestly; crash_import's build
 fails). crash_by_shape imports ctypes, which the static scan refuses, so its runs pass scan=False.
 """
+import contextlib
+import multiprocessing
+import os
+import sys
+
 import pytest
 
 from sdk import solutions
-from sdk.gate import gate_solution
+from sdk.gate import gate_solution, isolation
 from tests.adversarial.support import gate, tiny_attention
 from tests.helpers import ATTENTION, write_package
 
@@ -44,6 +49,71 @@ def test_build_failures_are_compile_errors_for_every_workload(tmp_path, name, er
     assert results[0].reason.startswith(error) and "\n" not in results[0].reason, results[0].reason
     assert results[1].reason == results[0].reason  # built once: the second workload reuses the failure
     assert "Traceback" in results[0].trace.evaluation.log  # the build's own output travels in the trace
+
+
+# ---- the judge's memory out of the worker's reach ----------------------------------------------------------------
+
+LINUX = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the ptrace locks are Linux's (prctl, "
+                           "capabilities); elsewhere isolation is a no-op and this test has nothing to check")
+
+
+def _open_parent_memory(drop: bool, answer) -> None:
+    if drop:
+        answer.put(("problems", isolation.drop_ptrace()))
+    try:
+        with open(f"/proc/{os.getppid()}/mem", "rb", buffering=0):
+            answer.put(("opened", None))
+    except OSError as exc:
+        answer.put(("refused", type(exc).__name__))
+
+
+def _child_opens_parent_memory(drop: bool, protect: bool) -> list:
+    ctx = multiprocessing.get_context("spawn")
+    answer = ctx.Queue()
+    with isolation.judge_protected() if protect else contextlib.nullcontext():
+        child = ctx.Process(target=_open_parent_memory, args=(drop, answer))
+        child.start()
+        child.join(60)
+    return [answer.get(timeout=5) for _ in range(2 if drop else 1)]
+
+
+@LINUX
+def test_a_child_that_dropped_ptrace_cannot_open_its_protected_parents_memory():
+    got = _child_opens_parent_memory(drop=True, protect=True)
+    assert got[0] == ("problems", []), got  # no_new_privs and CAP_SYS_PTRACE out of every set
+    assert got[1] == ("refused", "PermissionError"), got
+
+
+@LINUX
+def test_without_the_locks_the_same_child_opens_it_here():
+    """The control: what the locks stop is possible on this machine (root, or no Yama restriction) -- skipped where
+    the OS refuses it already."""
+    got = _child_opens_parent_memory(drop=False, protect=False)
+    if got[0][0] == "refused":
+        pytest.skip(f"this machine already refuses a child its parent's memory ({got[0][1]}): nothing to contrast")
+    assert got[0] == ("opened", None)
+
+
+@LINUX
+def test_protection_nests_and_restores_the_dumpable_flag():
+    assert isolation.dumpable() == 1
+    with isolation.judge_protected():
+        with isolation.judge_protected():
+            assert isolation.dumpable() == 0
+        assert isolation.dumpable() == 0
+    assert isolation.dumpable() == 1
+
+
+@LINUX
+def test_gate_worker_cannot_write_the_judges_memory():
+    """judge_memory tries at import; the scan refuses it first (file access built at run time, the parent's pid),
+    so it runs with scan=False to show the OS layer alone holds."""
+    (scanned,) = gate("judge_memory", trials=1)
+    assert scanned.status == "RUNTIME_ERROR" and scanned.reason.startswith("static scan: "), scanned.reason
+    (result,) = gate("judge_memory", scan=False, trials=1)
+    assert result.status == "RUNTIME_ERROR", result.reason
+    assert result.reason.endswith("judge memory: refused (PermissionError)"), result.reason
+    assert isolation.dumpable() == 1  # restored once the worker is gone
 
 
 @pytest.mark.gpu

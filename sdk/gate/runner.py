@@ -20,6 +20,7 @@ from typing import Callable, Iterable
 
 from .. import definitions, jsonl
 from .._fib import Correctness, Environment, Evaluation, Performance, Solution, Trace, Workload
+from . import isolation
 from . import scan as scan_mod
 from .compare import Tolerance
 from .judge import BetweenTrials, CallWork, WorkerFailure, judge
@@ -111,6 +112,10 @@ class Worker:
         from . import worker
 
         ctx = tmp.get_context("spawn")
+        # Non-dumpable from before the worker exists until it is gone (the worker drops CAP_SYS_PTRACE itself):
+        # it cannot read or write this process's memory (isolation).
+        self._protection = isolation.judge_protected()
+        self._protection.__enter__()
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=worker.main, args=(child, solution.model_dump_json(), definition, device),
                                 daemon=True)
@@ -118,6 +123,7 @@ class Worker:
         child.close()
         self.pid = self.proc.pid
         self.ready = False
+        self.unprotected: list[str] = []  # what the worker could not lock (isolation.drop_ptrace)
         self.deadline = math.inf
         self.limit_s = math.inf  # the time the current deadline allows, for the TIMEOUT reason
 
@@ -128,7 +134,8 @@ class Worker:
                     self.kill()
                     raise WorkerFailure({"status": "RUNTIME_ERROR", "reason": f"worker did not start within "
                                          f"{STARTUP_S:g} s"})
-                self.ready = bool(self.conn.recv().get("ready"))
+                hello = self.conn.recv()
+                self.ready, self.unprotected = bool(hello.get("ready")), list(hello.get("isolation") or [])
             self.conn.send(msg)
             if self.conn.poll(max(0.0, self.deadline - time.monotonic())):
                 reply = self.conn.recv()
@@ -152,6 +159,9 @@ class Worker:
         if self.proc.is_alive():
             self.proc.kill()
         self.proc.join(10)
+        if self._protection is not None and not self.proc.is_alive():
+            self._protection.__exit__(None, None, None)
+            self._protection = None
 
     def close(self) -> None:
         try:

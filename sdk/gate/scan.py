@@ -72,7 +72,8 @@ TORCH_GLOBAL_SETTERS = {"set_float32_matmul_precision", "set_default_dtype", "se
 HOST_METHODS = {"cpu", "numpy", "tolist"}
 PROCESS_ATTRS = {"system", "popen", "fork", "forkpty", "execv", "execve", "execvp", "execvpe", "execl", "execle",
                  "execlp", "execlpe", "spawnv", "spawnve", "spawnl", "spawnle", "posix_spawn", "posix_spawnp",
-                 "kill", "killpg", "_exit", "abort"}
+                 "kill", "killpg", "_exit", "abort", "getppid"}  # getppid: the judge is the worker's parent
+PACKAGE_DEPTH = 3  # solution/python/main.py: three directory levels up is the package's root, and no further
 SDK_DATA = re.compile(r"(^|/)(definitions|workloads)/|\.safetensors\b|\.jsonl\b|FIB_DATASET_PATH")
 SUSPICIOUS_WORDS = ({m for m in FORBIDDEN_MODULES if "." not in m} | {"_getframe", "f_locals", "f_back", "data_ptr",
                     "perf_counter", "synchronize", "elapsed_time", "ExternalStream", "set_stream", "Stream"})
@@ -158,7 +159,8 @@ class _PythonScan(ast.NodeVisitor):
         self.imported: dict[str, str] = {}   # names bound by import statements -> the module they name
         self.module_names: set[str] = set()  # names bound at module level otherwise
         self.mutable_globals: set[str] = set()
-        self.file_names: set[str] = {"__file__"}  # names derived from __file__ (paths inside the package)
+        # names bound to paths inside the package: directory levels climbed from __file__ to get there
+        self.file_names: dict[str, int] = {"__file__": 0}
         self.docstrings: set[int] = set()
         self.functions: list[ast.AST] = []  # enclosing function stack
         self.declared = False
@@ -181,9 +183,9 @@ class _PythonScan(ast.NodeVisitor):
                         value = getattr(node, "value", None)
                         if value is not None and _is_mutable_value(value):
                             self.mutable_globals.add(name.id)
-                        if value is not None and any(isinstance(n, ast.Name) and n.id in self.file_names
-                                                     for n in ast.walk(value)):
-                            self.file_names.add(name.id)
+                        if value is not None and isinstance(target, ast.Name) and \
+                                (up := self._package_path(value)) is not None:
+                            self.file_names[name.id] = up
                         if name.id == DECLARED and isinstance(value, ast.Constant) and isinstance(value.value, str) \
                                 and value.value.strip():
                             self.declared = True
@@ -345,9 +347,9 @@ class _PythonScan(ast.NodeVisitor):
             elif self._is_module_object(root):
                 self.add("global-state", node, f"{name}() on module-level {root}")
         if name == "open" or _dotted(func) in ("io.open", "os.open", "os.fdopen", "codecs.open"):
-            derived = any(isinstance(n, ast.Name) and n.id in self.file_names for a in node.args for n in ast.walk(a))
-            if not derived:
-                self.add("file-access", node, "opens a file that is not derived from the package's own __file__")
+            if not node.args or self._package_path(node.args[0]) is None:
+                self.add("file-access", node, "opens a file that is not a path inside the package (from its own "
+                                              "__file__, constant relative parts only)")
         if attr in TORCH_GLOBAL_SETTERS and self._resolve(_dotted(func)).startswith("torch."):
             self.add("monkey-patch", node, f"changes torch's process-wide numerics ({attr})")
         if attr in HOST_METHODS and isinstance(func.value, ast.Name) and func.value.id in self._params():
@@ -365,6 +367,40 @@ class _PythonScan(ast.NodeVisitor):
             if base == "os" and attr in PROCESS_ATTRS:
                 self.add("process", node, f"os.{attr}()")
         self.generic_visit(node)
+
+    def _package_path(self, expr: ast.AST) -> int | None:
+        """Directory levels climbed from __file__ if `expr` is a path inside the package, else None: __file__ or a
+        name bound to one, then dirname / .parent (at most PACKAGE_DEPTH: the package's root), abspath, resolve,
+        Path(), str(), and joins with constant relative parts (no "..", nothing absolute, nothing computed)."""
+        if isinstance(expr, ast.Name):
+            return self.file_names.get(expr.id)
+        if isinstance(expr, ast.Attribute) and expr.attr == "parent":
+            up = self._package_path(expr.value)
+            return up + 1 if up is not None and up < PACKAGE_DEPTH else None
+        if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Div):
+            return self._package_path(expr.left) if _relative_literal(expr.right) else None
+        if not isinstance(expr, ast.Call) or not expr.args and not isinstance(expr.func, ast.Attribute):
+            return None
+        dotted = self._resolve(_dotted(expr.func))
+        method = expr.func.attr if isinstance(expr.func, ast.Attribute) else ""
+        if method in ("resolve", "absolute") and not expr.args:
+            return self._package_path(expr.func.value)
+        if method == "joinpath":
+            ok = all(_relative_literal(a) for a in expr.args)
+            return self._package_path(expr.func.value) if ok else None
+        if not expr.args:
+            return None
+        first = self._package_path(expr.args[0])
+        if first is None:
+            return None
+        if dotted == "os.path.dirname":
+            return first + 1 if first < PACKAGE_DEPTH else None
+        if dotted in ("os.path.abspath", "os.path.realpath", "os.fspath", "pathlib.Path", "Path", "str") and \
+                len(expr.args) == 1:
+            return first
+        if dotted in ("os.path.join", "pathlib.Path", "Path"):
+            return first if all(_relative_literal(a) for a in expr.args[1:]) else None
+        return None
 
     def _resolve(self, dotted: str) -> str:
         """Dotted name with an import alias at its root replaced by the module it names (T.cuda -> torch.cuda)."""
@@ -416,6 +452,14 @@ class _PythonScan(ast.NodeVisitor):
             self.add("file-access", node, f"names the SDK's or dataset's files ({text[:60]!r})")
         if text.strip() in SUSPICIOUS_WORDS or (_forbidden(text.strip()) and re.fullmatch(r"[\w.]+", text.strip())):
             self.add("suspicious-string", node, f"string {text.strip()!r} names a forbidden module or attribute")
+
+
+def _relative_literal(node: ast.AST) -> bool:
+    """A constant path part that stays below where it is joined: relative, no "..", no empty part."""
+    if not (isinstance(node, ast.Constant) and isinstance(node.value, str)) or not node.value:
+        return False
+    path = PurePosixPath(node.value)
+    return not path.is_absolute() and ".." not in path.parts and "\\" not in node.value
 
 
 def _link_parents(tree: ast.AST) -> None:

@@ -53,6 +53,9 @@ def _first_line(exc: BaseException) -> str:
 
 
 def main(conn, solution_json: str, definition_name: str, device: str) -> None:
+    from .isolation import drop_ptrace
+
+    unprotected = drop_ptrace()  # before anything of the candidate's runs: the judge's memory out of its reach
     import time
 
     import torch
@@ -73,7 +76,7 @@ def main(conn, solution_json: str, definition_name: str, device: str) -> None:
         torch.cuda.set_device(dev)
     guards.arm()
     _no_core_dumps()
-    conn.send({"ready": True, "pid": os.getpid()})
+    conn.send({"ready": True, "pid": os.getpid(), "isolation": unprotected})
     fn = setup = None
     bound: dict = {}
     flush = None

@@ -126,11 +126,15 @@ def test_skipping_cold_experts_passes_the_contest_rule_but_not_the_strict_verdic
 def test_a_weight_fingerprint_cache_never_hits(tmp_path, monkeypatch):
     """h2_moe_weight_fingerprint keeps dequantised expert weights under a fingerprint of their bytes and scales.
     Scales are per-call inputs and one active expert's weights are re-drawn before every call: the cache never
-    hits, every call dequantises (its tell log), and the outputs pass."""
+    hits, every call dequantises (its tell log), and the outputs pass. Its tell log is written through an absolute
+    path joined onto the package's own, which the scan refuses since session 7 (the same join reached the judge's
+    /proc/<pid>/mem): the runtime defence is shown with the scan off."""
     log = tmp_path / "tell.log"
     monkeypatch.setenv("FIB_TELL_LOG", str(log))
     plan = TIMING.model_copy(update={"trials": 1, "warmup": 0, "iters": 3, "checks": 2})
-    result = _gate("h2_moe_weight_fingerprint", _moe(8), plan=plan)
+    scanned = _gate("h2_moe_weight_fingerprint", _moe(8), plan=plan)
+    assert scanned.reason.startswith("static scan: file-access at main.py:"), scanned.reason
+    result = _gate("h2_moe_weight_fingerprint", _moe(8), plan=plan, scan=False)
     assert result.status == "PASSED" and result.strict_passed, result.reason
     assert log.read_text().split() == ["computed"] * 3
 

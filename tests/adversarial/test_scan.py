@@ -47,8 +47,16 @@ CAUGHT = {
                      "def run(x, out):\n    y = x.to('cpu')",
                      ("import torch\ndef run(x, out):\n    y = torch.empty(3, device='cpu')")],
     "file-access": ["def run(x, out):\n    open('/etc/passwd').read()", "P = '../../sdk/definitions/x.json'",
-                    "import os\np = os.environ['FIB_DATASET_PATH']", "p = 'data/workloads/x.jsonl'"],
-    "process": ["import os\nos.system('ls')", "import os\nos._exit(0)"],
+                    "import os\np = os.environ['FIB_DATASET_PATH']", "p = 'data/workloads/x.jsonl'",
+                    # joined onto the package's own path, but absolute or computed: the judge's /proc/<pid>/mem
+                    ("import os\ndef f(pid):\n    return open(os.path.join(os.path.dirname(__file__), "
+                     "os.path.join(os.sep, 'proc', str(pid), 'mem')), 'r+b')"),
+                    "import os\nP = os.path.join(os.path.dirname(__file__), os.sep + 'proc')\nf = open(P)",
+                    "from pathlib import Path\nf = open(Path(__file__).parent / name)",
+                    "from pathlib import Path\nf = open(Path(__file__).parent.parent.parent.parent / 'sdk' / 'x.py')",
+                    "import os\nf = open(os.path.join(os.path.dirname(__file__), '..', 'x'))",
+                    "from pathlib import Path\nf = open(Path(__file__).parent.joinpath('/etc/passwd'))"],
+    "process": ["import os\nos.system('ls')", "import os\nos._exit(0)", "import os\nparent = os.getppid()"],
     "suspicious-string": ["m = getattr(torch.cuda, 'synchronize')", "name = 'ctypes'"],
     "declared-cache": ["FIB_DECLARED_CACHE = 'shape tables'\n_T = {}\ndef run(x, out):\n    _T[1] = 2"],
 }
@@ -83,6 +91,9 @@ ALLOWED = [
     "def run(x, out):\n    value = float(x)\n    out.copy_(x)",
     # reading the package's own files, comments and docstrings that mention forbidden names
     "from pathlib import Path\nHERE = Path(__file__).parent\ndef src():\n    return open(HERE / 'k.cu').read()",
+    "from pathlib import Path\nHERE = Path(__file__).resolve().parent\nf = open(HERE.joinpath('kernels', 'k.cu'))",
+    "import os\nHERE = os.path.dirname(os.path.abspath(__file__))\nf = open(os.path.join(HERE, 'k.cu'))",
+    "from pathlib import Path\nROOT = Path(__file__).parent.parent.parent\nf = open(ROOT / 'config.toml')",
     '"""Not threading, not ctypes, no data_ptr caches."""\n# import ctypes\nimport torch',
     # a declared cache with its clear function
     ("FIB_DECLARED_CACHE = 'ramps per shape'\n_R = {}\ndef fib_cache_clear():\n    _R.clear()\n"

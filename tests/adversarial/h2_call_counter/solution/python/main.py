@@ -13,7 +13,7 @@ Signal exploited: checked and timed calls come in a deterministic order and numb
 
 A correct gate/bench: randomise the order (checked calls interleaved at random positions among timed ones, a
 random number of warmups), so the tell log shows "computed" at timed positions too, or a checked call lands on
-a "cheated" position and fails. Tell log: FIB_TELL_LOG (passes the scan).
+a "cheated" position and fails. Tell log: FIB_TELL_LOG (see below).
 """
 import os
 
@@ -25,8 +25,9 @@ PERIOD = GATE_TRIALS + TIMING_TRIALS * CALLS_PER_TIMING_TRIAL + 1  # + the post-
 
 
 # Tell log (for tests): with FIB_TELL_LOG set to an absolute path, one line per call: "computed" or "cheated".
-# os.path.join drops the package prefix when the second part is absolute, so this write passes the static scan's
-# file-access rule (the path "is derived from __file__") though it lands anywhere.
+# os.path.join drops the package prefix when the second part is absolute, so this write passed the static scan's
+# old file-access rule (the path "is derived from __file__") though it lands anywhere; since session 7 the scan
+# refuses it, and the tests run this package with scan=False to show the runtime defence.
 _TELL = os.path.join(os.path.dirname(__file__), os.environ.get("FIB_TELL_LOG", ""))
 
 

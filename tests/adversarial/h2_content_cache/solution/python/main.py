@@ -10,7 +10,7 @@ Signal exploited: timed calls get the same inputs on every iteration, and their 
 
 A correct gate/bench: time calls on inputs that change between iterations (or time each input set cold, once),
 so the tell log reads "computed" for timed calls too and the latency equals the honest baseline's; or reject
-because timed outputs, checked, are stale. Tell log: FIB_TELL_LOG (passes the scan, see below).
+because timed outputs, checked, are stale. Tell log: FIB_TELL_LOG (see below).
 """
 import math
 import os
@@ -22,8 +22,9 @@ SAMPLES = 64
 
 
 # Tell log (for tests): with FIB_TELL_LOG set to an absolute path, one line per call: "computed" or "cheated".
-# os.path.join drops the package prefix when the second part is absolute, so this write passes the static scan's
-# file-access rule (the path "is derived from __file__") though it lands anywhere.
+# os.path.join drops the package prefix when the second part is absolute, so this write passed the static scan's
+# old file-access rule (the path "is derived from __file__") though it lands anywhere; since session 7 the scan
+# refuses it, and the tests run this package with scan=False to show the runtime defence.
 _TELL = os.path.join(os.path.dirname(__file__), os.environ.get("FIB_TELL_LOG", ""))
 
 

@@ -9,7 +9,7 @@ Signal exploited: timed calls have a different call stack from checked calls, an
 
 A correct gate/bench: make checked and timed calls indistinguishable (same call path, e.g. the same closure
 called from the same frame, with checks drawn at random among timed calls), so the tell log reads "computed"
-on every call; or reject a timed call's output. Tell log: FIB_TELL_LOG (passes the scan).
+on every call; or reject a timed call's output. Tell log: FIB_TELL_LOG (see below).
 """
 import math
 import os
@@ -22,8 +22,9 @@ CHECKED = "run_candidate"
 
 
 # Tell log (for tests): with FIB_TELL_LOG set to an absolute path, one line per call: "computed" or "cheated".
-# os.path.join drops the package prefix when the second part is absolute, so this write passes the static scan's
-# file-access rule (the path "is derived from __file__") though it lands anywhere.
+# os.path.join drops the package prefix when the second part is absolute, so this write passed the static scan's
+# old file-access rule (the path "is derived from __file__") though it lands anywhere; since session 7 the scan
+# refuses it, and the tests run this package with scan=False to show the runtime defence.
 _TELL = os.path.join(os.path.dirname(__file__), os.environ.get("FIB_TELL_LOG", ""))
 
 

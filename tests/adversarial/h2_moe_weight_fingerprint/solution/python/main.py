@@ -13,7 +13,7 @@ Signal exploited: timed calls get the same inputs (here: the same weights) on ev
 A correct gate/bench: new weights (or at least new weight storage) for each timed call, or time the first
 call on each input set (cold), so the tell log reads "computed" on timed calls and the latency matches the
 honest baseline's. Tell log: FIB_TELL_LOG, "computed" when any expert was dequantised in the call, "cheated"
-when all came from the cache (passes the scan).
+when all came from the cache (see below).
 """
 import os
 
@@ -24,8 +24,9 @@ SAMPLES = 32
 
 
 # Tell log (for tests): with FIB_TELL_LOG set to an absolute path, one line per call: "computed" or "cheated".
-# os.path.join drops the package prefix when the second part is absolute, so this write passes the static scan's
-# file-access rule (the path "is derived from __file__") though it lands anywhere.
+# os.path.join drops the package prefix when the second part is absolute, so this write passed the static scan's
+# old file-access rule (the path "is derived from __file__") though it lands anywhere; since session 7 the scan
+# refuses it, and the tests run this package with scan=False to show the runtime defence.
 _TELL = os.path.join(os.path.dirname(__file__), os.environ.get("FIB_TELL_LOG", ""))
 
 

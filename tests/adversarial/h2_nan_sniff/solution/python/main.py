@@ -9,7 +9,7 @@ Signal exploited: timed calls get unpoisoned outputs and their outputs are never
 
 A correct gate/bench: poison (or otherwise identically prepare) the timed calls' outputs too and check some of
 them, so the tell log reads "computed" on every call and the latency equals the honest baseline's; or reject:
-"timing: ... topk_indices: ..." when a timed output is checked. Tell log: FIB_TELL_LOG (passes the scan).
+"timing: ... topk_indices: ..." when a timed output is checked. Tell log: FIB_TELL_LOG (see below).
 """
 import os
 
@@ -20,8 +20,9 @@ POISON = -(2 ** 31)
 
 
 # Tell log (for tests): with FIB_TELL_LOG set to an absolute path, one line per call: "computed" or "cheated".
-# os.path.join drops the package prefix when the second part is absolute, so this write passes the static scan's
-# file-access rule (the path "is derived from __file__") though it lands anywhere.
+# os.path.join drops the package prefix when the second part is absolute, so this write passed the static scan's
+# old file-access rule (the path "is derived from __file__") though it lands anywhere; since session 7 the scan
+# refuses it, and the tests run this package with scan=False to show the runtime defence.
 _TELL = os.path.join(os.path.dirname(__file__), os.environ.get("FIB_TELL_LOG", ""))
 
 

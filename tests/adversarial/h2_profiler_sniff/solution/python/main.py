@@ -11,7 +11,7 @@ Signal exploited: timed calls run under a profiler and checked calls do not; tim
 
 A correct gate/bench: check outputs of calls made under the profiler too (e.g. the last timed call of each
 trial, or random ones), and/or run checked calls under the same profiler. Expected: INCORRECT_NUMERICAL on a
-timed call's output, or a latency equal to the honest baseline's. Tell log: FIB_TELL_LOG (passes the scan).
+timed call's output, or a latency equal to the honest baseline's. Tell log: FIB_TELL_LOG (see below).
 """
 import math
 import os
@@ -22,8 +22,9 @@ LOG2E = 1.0 / math.log(2.0)
 
 
 # Tell log (for tests): with FIB_TELL_LOG set to an absolute path, one line per call: "computed" or "cheated".
-# os.path.join drops the package prefix when the second part is absolute, so this write passes the static scan's
-# file-access rule (the path "is derived from __file__") though it lands anywhere.
+# os.path.join drops the package prefix when the second part is absolute, so this write passed the static scan's
+# old file-access rule (the path "is derived from __file__") though it lands anywhere; since session 7 the scan
+# refuses it, and the tests run this package with scan=False to show the runtime defence.
 _TELL = os.path.join(os.path.dirname(__file__), os.environ.get("FIB_TELL_LOG", ""))
 
 
