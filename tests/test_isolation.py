@@ -113,6 +113,7 @@ def test_gate_worker_cannot_write_the_judges_memory():
     (result,) = gate("judge_memory", scan=False, trials=1)
     assert result.status == "RUNTIME_ERROR", result.reason
     assert result.reason.endswith("judge memory: refused (PermissionError)"), result.reason
+    assert "isolation" not in result.raw  # every lock held (a failed one would be listed there)
     assert isolation.dumpable() == 1  # restored once the worker is gone
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import sys
 import threading
 from contextlib import contextmanager
@@ -43,6 +44,7 @@ class _CapData(ctypes.Structure):
     _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
+@functools.cache
 def _libc():
     if not sys.platform.startswith("linux"):
         return None
@@ -106,14 +108,3 @@ def dumpable() -> int | None:
     """This process's dumpable flag (1: others of its uid may attach; 0: not), None elsewhere than Linux."""
     libc = _libc()
     return None if libc is None else _prctl(libc, PR_GET_DUMPABLE)
-
-
-def holds_ptrace() -> bool | None:
-    """Whether this process has CAP_SYS_PTRACE in its effective set (None: cannot tell)."""
-    libc = _libc()
-    if libc is None:
-        return None
-    header, data = _CapHeader(_CAPABILITY_VERSION_3, 0), (_CapData * 2)()
-    if libc.capget(ctypes.byref(header), data) != 0:
-        return None
-    return bool(data[CAP_SYS_PTRACE // 32].effective & (1 << (CAP_SYS_PTRACE % 32)))

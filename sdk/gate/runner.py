@@ -350,6 +350,8 @@ def gate_solution(solution: Solution, definition: str, workloads: Iterable[Workl
                     worker.kill()  # a fresh process next: a hung or dead worker, or a CUDA context past saving
                     worker = None
             raw.update(seed=seed, gate_s=time.monotonic() - started, device=device, note=note)
+            if worker is not None and worker.unprotected:  # the judge's memory was not fully locked away
+                raw["isolation"] = worker.unprotected
             raw.setdefault("strict", {"passed": False, "reason": f"contest status {raw['status']}"})
             trace = make_trace(solution, definition, workload, raw, env)
             if trace_path is not None:
