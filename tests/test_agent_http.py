@@ -24,6 +24,9 @@ from sdk.agent.commands import regenerate  # noqa: E402
 from sdk.agent.loop import RunConfig, run  # noqa: E402
 from sdk.agent.script import Script  # noqa: E402
 from sdk.agent.script_server import ScriptServer  # noqa: E402
+from sdk.regenerate import read_render_record  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
 
 INDEXER = "dsa_topk_indexer_fp8_h64_d128_topk2048_ps64"
 pytestmark = pytest.mark.filterwarnings("ignore:Item .* is using the .ReadOnly. qualifier:UserWarning")  # litellm
@@ -63,7 +66,7 @@ def test_a_scripted_model_patches_cuda_through_litellm_tool_calls(tmp_path):
     assert "candidate: `indexer_launch.cu`" in first and "[... truncated]" not in first
     # lineage: c0002 is c0001 plus the CUDA patch, compiled for sm_90a and gated on the CPU fallback
     c1, c2 = jsonl.read(run_dir / "candidates.jsonl")
-    assert c1["params"] == c2["params"] == {"CLUSTER": 8, "GROUPS": 2, "HEAD_SPLIT": 2, "STAGES": 4}
+    assert c1["params"] == c2["params"] == read_render_record(ROOT / "solutions" / "dsa_topk_indexer")[1]
     assert c2["parent"] == "c0001" and c2["overlay_files"] == ["indexer_launch.cu"] and c2["patches"] == 1
     for record in (c1, c2):
         assert record["statuses"]["compile"] == "ok" and record["statuses"]["gate"] == "PASSED"

@@ -21,10 +21,11 @@ from agent_fakes import SMALL_INDEXER_WORKLOADS  # noqa: E402
 from sdk.agent import jsonl  # noqa: E402
 from sdk.agent.ledger import summarize  # noqa: E402
 from sdk.agent.otel_import import import_usage  # noqa: E402
+from sdk.regenerate import read_render_record  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 INDEXER = "dsa_topk_indexer_fp8_h64_d128_topk2048_ps64"
-POINT = {"CLUSTER": 8, "GROUPS": 2, "HEAD_SPLIT": 2, "STAGES": 4}
+POINT = read_render_record(ROOT / "solutions" / "dsa_topk_indexer")[1]  # the committed point
 
 
 def text_of(result) -> str:

@@ -17,7 +17,9 @@ from sdk.gate.pool import InputPool
 from tests.helpers import INDEXER, small_indexer
 from tests.test_interleave import PLAN, _baseline, _fake_worker
 
-CEILINGS = Ceilings(4e12, fp8_flops_per_s=1e15, bf16_flops_per_s=None)
+# A copy bandwidth of 10 bytes per ms: the tests' probe (10 bytes in 1 ms) streams at the copy rate, no fixed part.
+CEILINGS = Ceilings(1e4, fp8_flops_per_s=1e15, bf16_flops_per_s=None)
+H200 = Ceilings(4.2e12, fp8_flops_per_s=1.4e15, bf16_flops_per_s=None)
 
 
 def _judge(call_work):
@@ -78,6 +80,24 @@ def test_timed_call_bounds_scale_the_probe_by_each_calls_bytes_and_take_its_flop
     assert got["bound_ms"] == pytest.approx(1.5) and got["bound_calls"] == 3
     assert probe.timed_call_bounds([{"trial": 0, "timed": True, "span_ms": 1.0}], 1.0, probed, CEILINGS,
                                    "span_ms") is None
+
+
+def test_a_probe_of_few_bytes_carries_its_fixed_cost_once_not_scaled_by_the_calls_bytes():
+    # Session 8's MoE T=1: the probed draws routed no token to a local expert (40 KB in 2.2 us, launch-bound); the
+    # timed calls stream one or two experts' weights (44 MB / 88 MB). Scaling the span gave a 1.4 ms bound to a
+    # 40 us kernel; the bound is the fixed part once plus the bytes at the copy rate.
+    probed = Work(bytes=40_000, flops=0, matrix="fp8")
+    calls = [_call(0, 44e6, 1e8), _call(0, 88e6, 2e8), _call(0, 44e6, 1e8)]
+    got = probe.timed_call_bounds(calls, 0.0022, probed, H200, "span_ms")
+    floor = 44e6 / H200.hbm_bytes_per_s * 1e3
+    assert floor < got["bound_ms"] < floor + 0.0022
+    assert got["bound_ms"] == pytest.approx(0.0022 - 40_000 / 4.2e9 + floor)
+    # a probe that streamed at 80% of the copy rate: 20% of its span is fixed; a call with twice its bytes is bound
+    # at 1.8x the span (not 2x), one with half at 0.6x (never above the span itself)
+    probed = Work(bytes=4.2e9, flops=0, matrix="fp8")
+    twice = probe.timed_call_bounds([_call(0, 8.4e9, 0)], 1.25, probed, H200, "span_ms")["bound_ms"]
+    half = probe.timed_call_bounds([_call(0, 2.1e9, 0)], 1.25, probed, H200, "span_ms")["bound_ms"]
+    assert twice == pytest.approx(1.25 * 1.8) and half == pytest.approx(1.25 * 0.6)
 
 
 def _row(calls, passed=True):

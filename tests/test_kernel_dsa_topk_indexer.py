@@ -122,7 +122,8 @@ SLOW = pytest.mark.slow
 VARIANTS = [pytest.param(PARAMS, id="rendered"),
             pytest.param({**PARAMS, "HEAD_SPLIT": 4, "GROUPS": 1, "STAGES": 6, "CLUSTER": 16},
                          id="split4-groups1-stages6-cluster16", marks=SLOW),
-            pytest.param({**PARAMS, "STAGES": 2, "CLUSTER": 4}, id="stages2-cluster4", marks=SLOW)]
+            pytest.param({**PARAMS, "STAGES": 2, "CLUSTER": 4}, id="stages2-cluster4", marks=SLOW),
+            pytest.param({**PARAMS, "WGMMA": 0, "STAGES": 4}, id="mma-sync-stages4", marks=SLOW)]
 
 
 @pytest.mark.parametrize("params", VARIANTS)

@@ -511,19 +511,29 @@ def timed_call_bounds(calls: list[dict], probe_ms: float, probed: Work, ceilings
     MoE's routing, the indexer's and the attention's row lengths are drawn per call), and a trial's latency is the
     median over some 50 calls, while the probe ran on one draw per trial: three draws of a routing whose FLOPs vary
     2x between draws do not stand for 150 calls. Per timed call (one whose record has the judge's "work" and a
-    latency), bound = max(probe_ms x its bytes / the probed draws' mean bytes, its FLOPs / matrix rate): the probe's
-    bandwidth applied to the call's own bytes. Per trial the median of those (as the latency takes the median of the
-    spans); `bound_ms` the mean of the trials' (as latency_ms). None when no timed call carries its work."""
+    latency), bound = max(the probe's time carried to the call's own bytes, its FLOPs / matrix rate). Per trial the
+    median of those (as the latency takes the median of the spans); `bound_ms` the mean of the trials' (as
+    latency_ms). None when no timed call carries its work.
+
+    Carrying the probe: its span is a streaming part, the probed bytes at the measured copy bandwidth, and a fixed
+    part, what is left (launch, first-load latency, a short grid's tail); only the streaming part scales with bytes.
+    Scaling the whole span would multiply a fixed cost: a MoE draw at T=1 that routed no token to a local expert
+    probes 40 KB in 2 us, and 2 us x (44 MB / 40 KB) is 2 ms for a call that streams one expert's 44 MB in 10 us.
+    A probe at the copy rate has no fixed part and scales as before; a call with fewer bytes than the probed draws
+    is never bound above the probe's own span."""
     rate = ceilings.fp8_flops_per_s if probed.matrix == "fp8" else ceilings.bf16_flops_per_s
     if probed.bytes <= 0:
         return None
+    stream_ms = min(probe_ms, probed.bytes / ceilings.hbm_bytes_per_s * 1e3)
+    fixed_ms = probe_ms - stream_ms
     trials: dict[int, list[float]] = {}
     for c in calls:
         work = c.get("work")
         if not (c.get("timed") and c.get(latency_key) is not None and work):
             continue
         compute_ms = work["flops"] / rate * 1e3 if rate else 0.0
-        trials.setdefault(c["trial"], []).append(max(probe_ms * work["bytes"] / probed.bytes, compute_ms))
+        memory_ms = fixed_ms + stream_ms * work["bytes"] / probed.bytes
+        trials.setdefault(c["trial"], []).append(max(memory_ms, compute_ms))
     if not trials:
         return None
     medians = [statistics.median(v) for _, v in sorted(trials.items())]
