@@ -75,6 +75,47 @@ def with_token_rows(x: dict, choice: torch.Tensor, gen: torch.Generator) -> dict
     return {**x, "k_index_cache_fp8": raw.view(torch.int8).view(x["k_index_cache_fp8"].shape)}
 
 
+def indexer_terms(x: dict, row: int, n: int, k: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The global ids of row `row`'s first `n` tokens and their fp32 score terms w_h * relu(q_h . k) [n, 64]
+    (`k`: the dequantised cache [pages * 64, 128], when the caller has it already)."""
+    if k is None:
+        k = definitions.reference_module(INDEXER).dequant_k_cache(x["k_index_cache_fp8"]).flatten(0, 1)
+    pages = x["block_table"][row, : (n + 63) // 64].long()
+    ids = (pages[:, None] * 64 + torch.arange(64, device=pages.device)).flatten()[:n]
+    dots = torch.einsum("hd,nd->nh", x["q_index_fp8"][row].float(), k[ids])
+    return ids, torch.relu(dots) * x["weights"][row].float()[None]
+
+
+def cancelling_heads(x: dict, gen: torch.Generator, redraw: int = 1, weight: float = 16.0) -> dict:
+    """Indexer inputs that need an accurate dot product: heads 32..63 repeat heads 0..31 with `redraw` of their 128
+    q components redrawn and weigh -`weight` against +`weight`, so each score is a small difference of terms
+    summing to ~4400 in magnitude; each row is then cut where its 2048th score is nearest zero, which takes the
+    contest rule's relative term away (atol 0.01 alone decides). A kernel whose scores err by ~1e-5 of the terms
+    (FP8 tensor-core accumulation) swaps boundary tokens over 0.01 apart; fp32 accumulation in any order errs
+    by ~1.5e-7 and passes (tests/test_kernel_dsa_topk_indexer.py measures both)."""
+    qb = x["q_index_fp8"].view(torch.uint8).clone()
+    rows = qb.shape[0]
+    qb[:, 32:] = qb[:, :32]
+    pool = x["q_index_fp8"].view(torch.uint8).flatten()   # redraw from its own bytes: valid e4m3, never NaN
+    picks = torch.stack([torch.randperm(128, generator=gen, device=gen.device)[:redraw] for _ in range(rows * 32)])
+    fresh = pool[torch.randint(0, pool.numel(), (rows, 32, redraw), generator=gen, device=gen.device)]
+    qb[:, 32:].scatter_(2, picks.view(rows, 32, redraw), fresh)
+    w = torch.full((rows, 64), weight, device=qb.device)
+    w[:, 32:] = -weight
+    x = {**x, "q_index_fp8": qb.view(torch.float8_e4m3fn), "weights": w}
+    k = definitions.reference_module(INDEXER).dequant_k_cache(x["k_index_cache_fp8"]).flatten(0, 1)
+    cap = x["block_table"].shape[1] * 64
+    lens = []
+    for row in range(rows):
+        scores = indexer_terms(x, row, cap, k)[1].sum(1)
+        lo, hi = 2049, cap       # the 2048th largest of the first n tokens grows with n: bisect for its sign change
+        while lo < hi:
+            mid = (lo + hi) // 2
+            lo, hi = (mid + 1, hi) if float(torch.topk(scores[:mid], 2048).values[-1]) < 0 else (lo, mid)
+        lens.append(lo)
+    return {**x, "seq_lens": torch.tensor(lens, dtype=torch.int32, device=qb.device)}
+
+
 def write_package(root, definition: str, main_py: str, name: str = "fixture", **build) -> Path:
     """A solution package folder (config.toml + solution/python/main.py) for tests."""
     root = Path(root)

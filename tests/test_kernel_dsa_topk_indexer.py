@@ -18,8 +18,8 @@ from sdk import definitions, inputs, render
 from sdk.gate.compare import check_indexer, contest_tolerance
 from sdk.regenerate import expected_files, read_render_record, source_dir
 from sdk.solutions import build, load_package
-from tests.helpers import (DEVICES, INDEXER, assert_same_bits, call_poisoned, need, on_devices, small_indexer,
-                           with_token_rows)
+from tests.helpers import (DEVICES, INDEXER, assert_same_bits, call_poisoned, cancelling_heads, indexer_terms, need,
+                           on_devices, small_indexer, with_token_rows)
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "solutions" / "dsa_topk_indexer"
@@ -88,7 +88,36 @@ EDGE_CASES = {
     "three_valued_k_rows": ((30, 91), lambda x, gen: with_token_rows(
         x, torch.randint(0, 3, x["k_index_cache_fp8"].shape[:2], generator=gen, device=gen.device), gen)),
     "all_negative_weights": ((4, 45), lambda x, gen: {**x, "weights": -x["weights"].abs()}),
+    # scores as small differences of large terms, thresholds at zero: FP8 tensor-core accumulation fails here
+    "cancelling_heads": ((16, 91), cancelling_heads),
 }
+
+
+def test_cancelling_heads_fails_a_kernel_whose_scores_err_by_1e_5_of_their_terms():
+    """The case can fail: ids chosen from scores perturbed by r x sum|terms| (r ~ N(0, 1) per token), against the
+    reference. At 2e-5 it fails every draw (the FP8 wgmma scoring of session 9 erred by 0.013 on official rows whose
+    terms sum to ~218: 6e-5 of them at the worst token); at 1e-6, 7x the worst fp32 rounding measured here, none."""
+    workload = small_indexer("edge-cancelling", 16, 91, 3000)
+    x = cancelling_heads(inputs.make_inputs(definitions.load(INDEXER), workload, seed=6),
+                         torch.Generator().manual_seed(6))
+    ref = definitions.reference(INDEXER)(*x.values())[0]
+    rows = [indexer_terms(x, b, int(n)) for b, n in enumerate(x["seq_lens"])]
+    exact = [(terms.double().sum(1), terms.double().abs().sum(1)) for _, terms in rows]
+    fp32 = max(float(((t.sum(1).double() - s) / a).abs().max()) for (_, t), (s, a) in zip(rows, exact))
+    assert fp32 < 1e-6 / 4   # fp32 in the reference's order sits well inside the level that must pass
+
+    def verdicts(r: float) -> list[bool]:
+        out = []
+        for draw in range(3):
+            ids = torch.full_like(ref, -1)
+            for b, ((tok, terms), (_, size)) in enumerate(zip(rows, exact)):
+                noise = torch.randn(tok.numel(), generator=torch.Generator().manual_seed(100 * draw + b))
+                ids[b, :2048] = tok[torch.topk(terms.sum(1) + r * size.float() * noise, 2048).indices].int()
+            out.append(check_indexer(["topk_indices"], [ids], [ref], contest_tolerance(INDEXER), inputs=x).passed)
+        return out
+
+    assert verdicts(2e-5) == [False] * 3
+    assert verdicts(1e-6) == [True] * 3
 
 
 @pytest.mark.parametrize("case,device", on_devices(EDGE_CASES))
@@ -122,8 +151,7 @@ SLOW = pytest.mark.slow
 VARIANTS = [pytest.param(PARAMS, id="rendered"),
             pytest.param({**PARAMS, "HEAD_SPLIT": 4, "GROUPS": 1, "STAGES": 6, "CLUSTER": 16},
                          id="split4-groups1-stages6-cluster16", marks=SLOW),
-            pytest.param({**PARAMS, "STAGES": 2, "CLUSTER": 4}, id="stages2-cluster4", marks=SLOW),
-            pytest.param({**PARAMS, "WGMMA": 0, "STAGES": 4}, id="mma-sync-stages4", marks=SLOW)]
+            pytest.param({**PARAMS, "STAGES": 2, "CLUSTER": 4}, id="stages2-cluster4", marks=SLOW)]
 
 
 @pytest.mark.parametrize("params", VARIANTS)

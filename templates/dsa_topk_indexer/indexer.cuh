@@ -256,68 +256,6 @@ __device__ void emit_selected(const uint32_t* keys, int n, int shift, uint32_t p
   }
 }
 
-// Rank 0, once `hist` holds the first-digit histogram of the row's n keys: the threshold digit, then one pass
-// writes the ids above it (position order) and gathers the keys at it (the candidates, into `candidates`: max_pages
-// x 64 keys, then as many u16 positions), then the `need` best candidates fill the rest of the row.
-template <int THREADS>
-__device__ void select_row(const uint32_t* keys, int n, uint32_t* hist, SelectScratch* scratch, uint8_t* candidates,
-                           int max_pages, const int* bt_row, int* out_row) {
-  constexpr int kThreads = THREADS;
-  const int tid = threadIdx.x;
-  // The threshold digit, then one pass: ids above it to the output, keys at it to the candidate list (both in
-  // position order, at offsets from one block scan; 16 + 16 packed bits: at most 2048 above, n < 65536 at it).
-  uint32_t prefix = 0, need = kTopK;
-  radix_find<kFirstShift, 32 - kFirstShift, kThreads>(hist, scratch, prefix, need);
-  const uint32_t above_digit = kTopK - need;
-  const int m = static_cast<int>(scratch->in_digit);
-  const uint32_t pivot = prefix >> kFirstShift;
-  uint32_t* cand_keys = reinterpret_cast<uint32_t*>(candidates);
-  uint16_t* cand_pos = reinterpret_cast<uint16_t*>(cand_keys + max_pages * kPageTokens);
-  {
-    const int per_thread = (n + kThreads - 1) / kThreads;
-    const int lo = min(n, tid * per_thread), hi = min(n, lo + per_thread);
-    uint32_t greater = 0, equal = 0;
-    for (int i = lo; i < hi; ++i) {
-      const uint32_t d = keys[i] >> kFirstShift;
-      greater += d > pivot;
-      equal += d == pivot;
-    }
-    const uint32_t before = block_exclusive_sum<kThreads>(greater | (equal << 16), scratch->warp_totals);
-    uint32_t greater_pos = before & 0xffffu, equal_pos = before >> 16;
-    for (int i = lo; i < hi; ++i) {
-      const uint32_t key = keys[i];
-      const uint32_t d = key >> kFirstShift;
-      if (d > pivot) {
-        out_row[greater_pos++] = token_id(bt_row, i);
-      } else if (d == pivot) {
-        cand_keys[equal_pos] = key;
-        cand_pos[equal_pos] = static_cast<uint16_t>(i);
-        ++equal_pos;
-      }
-    }
-  }
-  __syncthreads();
-
-  // The `need` best candidates fill out[above_digit, 2048).
-  int* tail = out_row + above_digit;
-  if (m <= kThreads) {
-    rank_candidates<kThreads>(cand_keys, cand_pos, m, need, bt_row, tail);
-    return;
-  }
-  int shift = kFirstShift;
-  if (static_cast<uint32_t>(m) != need) {
-    shift = 8;
-    radix_count<8, 12, kThreads>(cand_keys, m, hist, prefix);
-    if (!radix_find<8, 12, kThreads>(hist, scratch, prefix, need)) {
-      shift = 0;
-      radix_count<0, 8, kThreads>(cand_keys, m, hist, prefix);
-      radix_find<0, 8, kThreads>(hist, scratch, prefix, need);
-    }
-  }
-  emit_selected<kThreads>(cand_keys, m, shift, prefix, need, kTopK - static_cast<int>(above_digit), scratch, bt_row,
-                          tail, [cand_pos](int i) { return static_cast<int>(cand_pos[i]); });
-}
-
 // ---------------------------------------------------------------------------------------------------------------
 // Kernel configuration
 // ---------------------------------------------------------------------------------------------------------------
@@ -562,186 +500,58 @@ score_select_kernel(const uint8_t* __restrict__ q,        // [B, 64, 128] e4m3
   cluster_wait_acquire();
   if (rank != 0) return;
 
-  select_row<kThreads>(keys, n, hist, scratch, rings, max_pages, bt_row, out_row);
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// FP8 wgmma scoring (work in progress: compile-checked, not yet run on a GPU)
-// ---------------------------------------------------------------------------------------------------------------
-
-// The page as wgmma's A operand (64 tokens = M, 128 e4m3 dims = K, K-major) and q as B (64 heads = N): D is
-// [token][head] in fp32, so each warp holds 16 whole tokens and the head reduction is in-thread plus a 4-lane
-// shuffle. cp.async writes both tiles with the 128-byte swizzle the descriptors name (16-byte chunk j of row r at
-// chunk j ^ (r % 8)), so no TMA map is needed for the gathered pages.
-// STAGES: pages in each warpgroup's ring; GROUPS: warpgroups per CTA, each an independent page pipeline.
-template <int STAGES, int GROUPS>
-struct WgConfig {
-  static_assert(STAGES >= 2 && STAGES <= 8 && GROUPS >= 1 && GROUPS <= 4, "STAGES in [2, 8], GROUPS in [1, 4]");
-  static constexpr int kGroupThreads = 128;
-  static constexpr int kThreads = kGroupThreads * GROUPS;
-  static constexpr int kTileBytes = kPageTokens * kDim;  // 8192: one page's values, or q
-  static constexpr int kSlots = GROUPS * STAGES;
-  // Shared memory: 1024 bytes of alignment slack, then
-  //   reused   q tile (8192) | kSlots value tiles (8192 each, 1024-aligned) | kSlots x 64 fp32 scales;
-  //            once rank 0 selects, its candidates (max_pages x 64 keys, then as many u16 positions)
-  //   hist     4096 u32 (rank 0's first-digit histogram, filled remotely) | scratch (256) | weights (64 fp32)
-  //   keys     max_pages x 64 u32 (rank 0's order keys of the whole row, filled remotely)
-  static constexpr int kValuesOffset = kTileBytes;
-  static constexpr int kScalesOffset = kValuesOffset + kSlots * kTileBytes;
-  static constexpr int kTilesBytes = kScalesOffset + kSlots * kPageTokens * 4;
-  static_assert(sizeof(SelectScratch) <= 256 && kThreads / 32 <= 16, "scratch fits its slot");
-
-  __host__ __device__ static constexpr int reused_bytes(int max_pages) {
-    return ((kTilesBytes > max_pages * kPageTokens * 6 ? kTilesBytes : max_pages * kPageTokens * 6) + 127) / 128 *
-           128;
-  }
-  __host__ __device__ static constexpr int hist_offset(int max_pages) { return reused_bytes(max_pages); }
-  __host__ __device__ static constexpr int scratch_offset(int max_pages) { return hist_offset(max_pages) + kHistBins * 4; }
-  __host__ __device__ static constexpr int weights_offset(int max_pages) { return scratch_offset(max_pages) + 256; }
-  __host__ __device__ static constexpr int keys_offset(int max_pages) { return weights_offset(max_pages) + kHeads * 4; }
-  static constexpr size_t smem_bytes(int max_pages) {
-    return 1024 + static_cast<size_t>(keys_offset(max_pages)) + static_cast<size_t>(max_pages) * kPageTokens * 4;
-  }
-};
-
-// 16-byte chunk `c` (of 512) of a 64 x 128-byte tile, global row-major -> shared, 128-byte swizzled.
-__device__ __forceinline__ void copy_chunk_sw128(uint8_t* tile, const uint8_t* src, int c) {
-  const int row = c >> 3, chunk = c & 7;
-  sm90::cp_async_16(sm90::smem_u32(tile + row * 128 + ((chunk ^ (row & 7)) << 4)), src + 16 * c);
-}
-
-// grid (CLUSTER, B), cluster (CLUSTER, 1, 1), as score_select_kernel; the scoring on FP8 tensor cores.
-template <int STAGES, int GROUPS>
-__global__ void __launch_bounds__(WgConfig<STAGES, GROUPS>::kThreads, 1)
-score_select_wgmma_kernel(const uint8_t* __restrict__ q, const uint8_t* __restrict__ k_cache,
-                          const float* __restrict__ weights, const int* __restrict__ seq_lens,
-                          const int* __restrict__ block_table, int max_pages, int* __restrict__ out) {
-  using Cfg = WgConfig<STAGES, GROUPS>;
-  constexpr int kThreads = Cfg::kThreads;
-  extern __shared__ __align__(1024) uint8_t smem_raw[];
-
-  cg::cluster_group cluster = cg::this_cluster();
-  const int rank = static_cast<int>(cluster.block_rank());
-  const int cluster_size = static_cast<int>(cluster.num_blocks());
-  const int b = blockIdx.y;
-  const int tid = threadIdx.x;
-  const int n = row_length(seq_lens[b], max_pages);
-  int* out_row = out + static_cast<size_t>(b) * kTopK;
-  const int* bt_row = block_table + static_cast<size_t>(b) * max_pages;
-
-  if (n <= kTopK) {  // uniform over the cluster: no scoring, no barrier
-    const int slice = kTopK / cluster_size;
-    emit_all_tokens(out_row, bt_row, n, rank * slice, (rank + 1) * slice, tid, kThreads);
-    return;
-  }
-
-  // Same offset in every CTA of the launch (same kernel, same dynamic size), so DSMEM mappings stay valid.
-  uint8_t* smem = smem_raw + ((1024u - (sm90::smem_u32(smem_raw) & 1023u)) & 1023u);
-  uint8_t* tiles = smem;  // the reused region
-  uint8_t* q_tile = tiles;
-  uint32_t* hist = reinterpret_cast<uint32_t*>(smem + Cfg::hist_offset(max_pages));
-  SelectScratch* scratch = reinterpret_cast<SelectScratch*>(smem + Cfg::scratch_offset(max_pages));
-  float* head_weights = reinterpret_cast<float*>(smem + Cfg::weights_offset(max_pages));
-  uint32_t* keys = reinterpret_cast<uint32_t*>(smem + Cfg::keys_offset(max_pages));
-  uint32_t* hist_rank0 = cluster.map_shared_rank(hist, 0);
-  uint32_t* keys_rank0 = cluster.map_shared_rank(keys, 0);
-
-  if (rank == 0) {
-    for (int e = tid; e < kHistBins; e += kThreads) hist[e] = 0;
-  }
-  cluster_arrive_release();
-
-  const int npages = (n + kPageTokens - 1) / kPageTokens;
-  const int pages_per_cta = (npages + cluster_size - 1) / cluster_size;
-  const int page_begin = min(npages, rank * pages_per_cta);
-  const int my_pages = min(npages, page_begin + pages_per_cta) - page_begin;
-  const int group = tid / Cfg::kGroupThreads, gtid = tid % Cfg::kGroupThreads;
-  const int group_pages = my_pages > group ? (my_pages - group + GROUPS - 1) / GROUPS : 0;
-
-  // q first (the oldest cp.async group of every thread), then each warpgroup's first STAGES - 1 pages.
-  const uint8_t* q_row = q + static_cast<size_t>(b) * kHeads * kDim;
-  for (int c = tid; c < Cfg::kTileBytes / 16; c += kThreads) copy_chunk_sw128(q_tile, q_row, c);
-  cp_async_commit();
-  auto slot_values = [&](int i) { return tiles + Cfg::kValuesOffset + (group * STAGES + i % STAGES) * Cfg::kTileBytes; };
-  auto slot_scales = [&](int i) {
-    return reinterpret_cast<float*>(tiles + Cfg::kScalesOffset) + (group * STAGES + i % STAGES) * kPageTokens;
-  };
-  auto issue_page = [&](int i) {
-    if (i < group_pages) {
-      const uint8_t* src = k_cache + static_cast<size_t>(bt_row[page_begin + group + i * GROUPS]) * kPageBytes;
-      uint8_t* values = slot_values(i);
-      for (int c = gtid; c < Cfg::kTileBytes / 16; c += Cfg::kGroupThreads) copy_chunk_sw128(values, src, c);
-      if (gtid < kPageTokens * 4 / 16)
-        sm90::cp_async_16(sm90::smem_u32(slot_scales(i)) + 16 * gtid, src + kScaleOffset + 16 * gtid);
+  // The threshold digit, then one pass: ids above it to the output, keys at it to the candidate list (both in
+  // position order, at offsets from one block scan; 16 + 16 packed bits: at most 2048 above, n < 65536 at it).
+  uint32_t prefix = 0, need = kTopK;
+  radix_find<kFirstShift, 32 - kFirstShift, kThreads>(hist, scratch, prefix, need);
+  const uint32_t above_digit = kTopK - need;
+  const int m = static_cast<int>(scratch->in_digit);
+  const uint32_t pivot = prefix >> kFirstShift;
+  uint32_t* cand_keys = reinterpret_cast<uint32_t*>(rings);  // the rings are idle: every copy has landed
+  uint16_t* cand_pos = reinterpret_cast<uint16_t*>(cand_keys + max_pages * kPageTokens);
+  {
+    const int per_thread = (n + kThreads - 1) / kThreads;
+    const int lo = min(n, tid * per_thread), hi = min(n, lo + per_thread);
+    uint32_t greater = 0, equal = 0;
+    for (int i = lo; i < hi; ++i) {
+      const uint32_t d = keys[i] >> kFirstShift;
+      greater += d > pivot;
+      equal += d == pivot;
     }
-    cp_async_commit();
-  };
-#pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) issue_page(s);
-  for (int h = tid; h < kHeads; h += kThreads) head_weights[h] = __ldg(weights + static_cast<size_t>(b) * kHeads + h);
-  cp_async_wait<STAGES - 1>();  // q has landed (the pages may still be in flight)
-  sm90::fence_proxy_async();
-  __syncthreads();              // q and the head weights, for every warpgroup
-
-  // Lane l of warp w holds tokens 16 w + l / 4 (+ 8) and heads 8 i + 2 (l % 4) + {0, 1}, i = 0..7.
-  const int warp = gtid >> 5, lane = tid & 31;
-  const int token_lo = 16 * warp + (lane >> 2);
-  float w_head[16];
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const float2 w = *reinterpret_cast<const float2*>(head_weights + 8 * i + 2 * (lane & 3));
-    w_head[2 * i] = w.x;
-    w_head[2 * i + 1] = w.y;
-  }
-  const uint64_t q_desc = sm90::desc_k_sw128(sm90::smem_u32(q_tile));
-  cluster_wait_acquire();
-
-  for (int i = 0; i < group_pages; ++i) {
-    issue_page(i + STAGES - 1);  // into the slot of page i - 1, released by the barrier after its MMAs
-    cp_async_wait<STAGES - 1>();
-    sm90::fence_proxy_async();   // this thread's copies, visible to the tensor cores' (async proxy) reads
-    sm90::named_barrier_sync(1 + group, Cfg::kGroupThreads);
-    const float scale_lo = slot_scales(i)[token_lo], scale_hi = slot_scales(i)[token_lo + 8];
-    const uint64_t page_desc = sm90::desc_k_sw128(sm90::smem_u32(slot_values(i)));
-
-    float acc[32];
-    sm90::wgmma_fence();
-#pragma unroll
-    for (int k = 0; k < kDim / 32; ++k) sm90::wgmma_fp8<64>(acc, page_desc + 2 * k, q_desc + 2 * k, k > 0);
-    sm90::wgmma_commit();
-    sm90::wgmma_wait<0>();
-    sm90::fence_regs(acc);
-    sm90::named_barrier_sync(1 + group, Cfg::kGroupThreads);  // the slot is free for the next copy
-
-    float sum_lo = 0.f, sum_hi = 0.f;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      sum_lo = fmaf(w_head[2 * j], fmaxf(acc[4 * j], 0.f), sum_lo);
-      sum_lo = fmaf(w_head[2 * j + 1], fmaxf(acc[4 * j + 1], 0.f), sum_lo);
-      sum_hi = fmaf(w_head[2 * j], fmaxf(acc[4 * j + 2], 0.f), sum_hi);
-      sum_hi = fmaf(w_head[2 * j + 1], fmaxf(acc[4 * j + 3], 0.f), sum_hi);
-    }
-    sum_lo += __shfl_xor_sync(kFullMask, sum_lo, 1);
-    sum_hi += __shfl_xor_sync(kFullMask, sum_hi, 1);
-    sum_lo += __shfl_xor_sync(kFullMask, sum_lo, 2);
-    sum_hi += __shfl_xor_sync(kFullMask, sum_hi, 2);
-    const int first = (page_begin + group + i * GROUPS) * kPageTokens;
-    if ((lane & 3) < 2) {  // lane 4g + 0 takes token_lo, 4g + 1 token_lo + 8
-      const int token = token_lo + 8 * (lane & 1);
-      const int position = first + token;
-      if (position < n) {
-        const uint32_t key = order_key((lane & 1 ? sum_hi : sum_lo) * (lane & 1 ? scale_hi : scale_lo));
-        keys_rank0[position] = key;
-        atomicAdd(hist_rank0 + (key >> kFirstShift), 1u);
+    const uint32_t before = block_exclusive_sum<kThreads>(greater | (equal << 16), scratch->warp_totals);
+    uint32_t greater_pos = before & 0xffffu, equal_pos = before >> 16;
+    for (int i = lo; i < hi; ++i) {
+      const uint32_t key = keys[i];
+      const uint32_t d = key >> kFirstShift;
+      if (d > pivot) {
+        out_row[greater_pos++] = token_id(bt_row, i);
+      } else if (d == pivot) {
+        cand_keys[equal_pos] = key;
+        cand_pos[equal_pos] = static_cast<uint16_t>(i);
+        ++equal_pos;
       }
     }
   }
-  cp_async_wait<0>();
+  __syncthreads();
 
-  cluster_arrive_release();
-  cluster_wait_acquire();
-  if (rank != 0) return;
-  select_row<kThreads>(keys, n, hist, scratch, tiles, max_pages, bt_row, out_row);
+  // The `need` best candidates fill out[above_digit, 2048).
+  int* tail = out_row + above_digit;
+  if (m <= kThreads) {
+    rank_candidates<kThreads>(cand_keys, cand_pos, m, need, bt_row, tail);
+    return;
+  }
+  int shift = kFirstShift;
+  if (static_cast<uint32_t>(m) != need) {
+    shift = 8;
+    radix_count<8, 12, kThreads>(cand_keys, m, hist, prefix);
+    if (!radix_find<8, 12, kThreads>(hist, scratch, prefix, need)) {
+      shift = 0;
+      radix_count<0, 8, kThreads>(cand_keys, m, hist, prefix);
+      radix_find<0, 8, kThreads>(hist, scratch, prefix, need);
+    }
+  }
+  emit_selected<kThreads>(cand_keys, m, shift, prefix, need, kTopK - static_cast<int>(above_digit), scratch, bt_row,
+                          tail, [cand_pos](int i) { return static_cast<int>(cand_pos[i]); });
 }
 
 }  // namespace dsa_indexer
