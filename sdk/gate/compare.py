@@ -28,6 +28,11 @@ class Tolerance:
 # Contest settings (FAQ: "DSA atol=rtol=0.01, ratio 1.0; MoE atol=1, rtol=0.3, ratio 0.9").
 CONTEST_TOLERANCE = {MOE: Tolerance(atol=1.0, rtol=0.3, required_matched_ratio=0.9)}
 MOE_MARGIN_RATIO = 0.95  # also reported for MoE: main's YAML default before the CLI override won
+# The indexer's rescored values at 1/100 of the contest's tolerance, for the strict verdict: an exact selection
+# differs from the reference only among tied or fp32-near-tied tokens (at most 1.1e-5 on the 59 long-row workloads
+# of the 2026-12-02 H200 run), while a kernel whose scores err enough to swap tokens 0.01 apart passes the contest
+# rule where the threshold score is large and fails it where it is near zero (session 9's FP8 wgmma draft).
+INDEXER_TIGHT = Tolerance(atol=1e-4, rtol=1e-4)
 
 
 def contest_tolerance(definition: str) -> Tolerance:
@@ -167,7 +172,8 @@ def check_indexer(names, outs, refs, tol: Tolerance, inputs: dict, **_) -> Check
     if torch.isinf(ours).any() or torch.isinf(theirs).any():
         return Check("INCORRECT_NUMERICAL", f"{name}: padding where the reference has a token", math.inf, math.inf)
     stats = error_stats(ours, theirs, tol)
-    extra = {"matched_ratio": stats["matched_ratio"], "rescored": True}
+    extra = {"matched_ratio": stats["matched_ratio"], "rescored": True,
+             "tight_matched_ratio": error_stats(ours, theirs, INDEXER_TIGHT)["matched_ratio"]}
     if stats["matched_ratio"] < tol.required_matched_ratio:
         return Check("INCORRECT_NUMERICAL", f"{name}: rescored values differ (matched {stats['matched_ratio']:.4f}, "
                      f"max abs {stats['max_abs']:.3g})", stats["max_abs"], stats["max_rel"], extra)
