@@ -75,6 +75,9 @@ struct GemmArgs {
   // hi + lo intermediate (swap-AB path): GEMM1 also writes e4m3(16 x residual) `lo_rows` rows below each output
   // row, GEMM2 (two token boxes) reads it there and adds it with weight 1/16. 0 = hi only.
   int lo_rows;
+  // swap-AB: 1 = counts / offsets / row_weight are final before pdl_wait (GroupedGemm::early_weights): the weight
+  // boxes of the first ring stages are issued before the wait, only the activations (A, scale_a) wait for it.
+  int early_weights;
 };
 
 // e4m3 of a (already divided by its block scale), and e4m3(16 x the rounding residual): hi + lo / 16 carries about
@@ -156,8 +159,9 @@ struct Unit {
 __device__ __forceinline__ void build_unit_table(const GemmArgs& a, int bm, int n_units, int* table) {
   const int lane = threadIdx.x & 31;
   const bool live = lane < a.num_groups;
-  const int cnt = live ? a.counts[lane] : 0;
-  const int off = live ? a.offsets[lane] : 0;
+  // Through L2 (ld.cg): with early_weights they are read before this grid's pdl_wait, written two kernels back.
+  const int cnt = live ? __ldcg(a.counts + lane) : 0;
+  const int off = live ? __ldcg(a.offsets + lane) : 0;
   int v = (cnt + bm - 1) / bm * n_units;
 #pragma unroll
   for (int d = 1; d < 32; d <<= 1) {
@@ -392,6 +396,8 @@ __global__ void __launch_bounds__(256) gather_rows_kernel(const uint8_t* __restr
                                                           uint8_t* __restrict__ xp, float* __restrict__ xps,
                                                           int xps_ld) {
   sm90::pdl_wait();
+  // Only after the wait: the GEMMs that follow read the counts before their own pdl_wait (early_weights).
+  sm90::pdl_launch_dependents();
   const int rows = offsets[num_groups - 1] + counts[num_groups - 1];
   const int chunks = k_blocks * 8;  // 16-byte chunks per row
 #pragma unroll 1

@@ -39,6 +39,10 @@ struct GroupedGemm {
   int* splits_out = nullptr; // the split factor used (one int), or null
   int* unit_done = nullptr;  // swap-AB SwiGLU split arrivals per unit (zeroed), or null: GEMM1 never splits
   int lo_rows = 0;           // hi + lo intermediate: GEMM1 writes, GEMM2 (two token boxes) reads lo rows this far below
+  // Swap-AB: counts, offsets and row_weight are final before this launch's pdl_wait (they come from a kernel at
+  // least two launches back, and the kernel between triggers its dependents only after its own pdl_wait), so the
+  // producer issues the first stages' weight boxes before it waits; only the activations wait. 0: wait first.
+  int early_weights = 0;
 };
 
 // Tile configuration: rows per tile 128 (two consumer warpgroups) or 64 (one); or swap-AB (weights in wgmma's M,

@@ -56,7 +56,7 @@ MoeWorkspace test_workspace(int64_t T) { return MoeWorkspace(T, kTestPartialRows
 
 cudaError_t moe_forward(const LaunchArgs& a, cudaStream_t stream, Tile tile) {
   const MoePlan plan{instance<Epi::kSwiGluFp8>(tile), gemm2_of_plan(tile), is_swap(tile) ? kTestPartialRows : 0,
-                     is_swap(tile)};
+                     is_swap(tile), is_swap(tile)};
   const char* failed = nullptr;
   const cudaError_t err = moe_forward(a, plan, stream, &failed);
   if (err != cudaSuccess) std::fprintf(stderr, "moe_forward: %s failed: %s\n", failed, cudaGetErrorString(err));

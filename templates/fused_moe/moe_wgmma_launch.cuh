@@ -33,7 +33,7 @@ inline bool gemm_args_ok(const GroupedGemm& p, int n_multiple) {
 
 inline GemmArgs gemm_args(const GroupedGemm& p) {
   return GemmArgs{p.counts, p.offsets, p.groups, p.n, p.k / 128, p.sfb, p.out, p.ldo, p.out_scale, p.out_scale_ld,
-                  p.row_weight, p.partial, p.partial_rows, p.splits_out, p.unit_done, p.lo_rows};
+                  p.row_weight, p.partial, p.partial_rows, p.splits_out, p.unit_done, p.lo_rows, p.early_weights};
 }
 
 // Tensor maps of A (rows x 128 bytes of K, 128-byte swizzle; `a_extra_rows` more rows below: a lo residual), its
@@ -92,6 +92,10 @@ struct MoePlan {
   GemmLaunch gemm1, gemm2;
   int partial_rows;
   bool hi_lo;
+  // Swap-AB GEMMs issue their first weight boxes before pdl_wait (GroupedGemm::early_weights); the row-tile
+  // GEMMs ignore it. Valid in this chain: the counts come from route/permute, and gather triggers its dependents
+  // only after its own pdl_wait, so both GEMMs start after they are final.
+  bool early_weights = false;
 };
 
 constexpr int kRoutePermuteTMax = 128;  // up to this T, routing and permutation run as one CTA
@@ -147,6 +151,7 @@ inline cudaError_t moe_forward(const LaunchArgs& a, const MoePlan& plan, cudaStr
   g1.splits_out = splits;
   g1.unit_done = part1 != nullptr ? unit_done : nullptr;
   g1.lo_rows = plan.hi_lo ? cap : 0;
+  g1.early_weights = plan.early_weights;
   if ((err = plan.gemm1(g1, stream)) != cudaSuccess) return fail("GEMM1", err);
   GroupedGemm g2{base + ws.inter, cap, inter_s, ws.ld, a.w2,   a.w2_scale, kLocalExperts, kHidden, kInter,
                  meta->counts, meta->offsets, ypart, kHidden, nullptr, 0, perm_w};
@@ -154,6 +159,7 @@ inline cudaError_t moe_forward(const LaunchArgs& a, const MoePlan& plan, cudaStr
   g2.partial_rows = ws.partial_rows;
   g2.splits_out = splits + 1;
   g2.lo_rows = plan.hi_lo ? cap : 0;
+  g2.early_weights = plan.early_weights;
   if ((err = plan.gemm2(g2, stream)) != cudaSuccess) return fail("GEMM2", err);
   const CombineArgs comb{meta, mask, slot_of, ypart, part2, splits, static_cast<__nv_bfloat16*>(a.out), a.T};
   err = sm90::launch_pdl(combine_kernel, std::min(a.T * kCombineChunks, 16 * sm90::sm_count()), 128, 0, stream, comb);

@@ -120,7 +120,11 @@ __global__ void __launch_bounds__(384, 1)
     }
     sm90::mbar_fence_init();
   }
-  sm90::pdl_wait();
+  // early_weights: the unit table and the weights need nothing from the kernel before, so only the producer waits,
+  // after it has issued the first stages' weight boxes (they stream while that kernel finishes); the consumers
+  // read only what the producer's later loads bring (and inputs final before this launch).
+  const bool early = args.early_weights != 0;
+  if (!early) sm90::pdl_wait();
   sm90::pdl_launch_dependents();  // every CTA is resident (one per SM): the next kernel may queue behind them
   if (tid < 32) {
     build_unit_table(args, kNT, n_units, table);
@@ -144,21 +148,40 @@ __global__ void __launch_bounds__(384, 1)
     // ---------------------------------------------------------------- producer
     sm90::setmaxnreg_dec<C::kProducerRegs>();
     if (tid != C::kConsumers * 128) return;
+    // A stage's weight box(es), with the whole stage's transaction bytes (its tokens and scales follow).
+    auto load_weights = [&](uint32_t stage, int kb, int w_row) {
+      const uint32_t full = full0 + 8 * stage, w_dst = base + C::kOffW + stage * C::kWBytes;
+      sm90::mbar_arrive_expect_tx(full, C::kTxBytes);
+      sm90::tma_load_2d(w_dst, &tm_w, full, kb * 128, w_row);
+      if constexpr (C::kSwiGlu) sm90::tma_load_2d(w_dst + C::kWRows * 128, &tm_w, full, kb * 128, w_row + args.n / 2);
+    };
+    int early_stages = 0;  // ring stages (in issue order) whose weights went out before pdl_wait
+    if (early) {
+#pragma unroll 1
+      for (int u = blockIdx.x; u < units && early_stages < kStages; u += gridDim.x) {
+        const Unit t = unit_at(table, u / splits, kNT);
+        const int split = u % splits;
+#pragma unroll 1
+        for (int kb = split * args.k_blocks / splits;
+             kb < (split + 1) * args.k_blocks / splits && early_stages < kStages; ++kb, ++early_stages)
+          load_weights(early_stages, kb, t.group * args.n + t.nu * C::kWRows);
+      }
+      sm90::pdl_wait();  // the activations and their scales come from the kernel before
+    }
     uint32_t stage = 0, phase = 0;
+    int issued = 0;
 #pragma unroll 1
     for (int u = blockIdx.x; u < units; u += gridDim.x) {
       const Unit t = unit_at(table, u / splits, kNT);
       const int split = u % splits;
       const int w_row = t.group * args.n + t.nu * C::kWRows;  // first weight row (SwiGLU: of x1)
 #pragma unroll 1
-      for (int kb = split * args.k_blocks / splits; kb < (split + 1) * args.k_blocks / splits; ++kb) {
-        sm90::mbar_wait(empty0 + 8 * stage, phase ^ 1);
+      for (int kb = split * args.k_blocks / splits; kb < (split + 1) * args.k_blocks / splits; ++kb, ++issued) {
         const uint32_t full = full0 + 8 * stage;
-        sm90::mbar_arrive_expect_tx(full, C::kTxBytes);
-        const uint32_t w_dst = base + C::kOffW + stage * C::kWBytes;
-        sm90::tma_load_2d(w_dst, &tm_w, full, kb * 128, w_row);
-        if constexpr (C::kSwiGlu)
-          sm90::tma_load_2d(w_dst + C::kWRows * 128, &tm_w, full, kb * 128, w_row + args.n / 2);
+        if (issued >= early_stages) {
+          sm90::mbar_wait(empty0 + 8 * stage, phase ^ 1);
+          load_weights(stage, kb, w_row);
+        }
         sm90::tma_load_2d(base + C::kOffT + stage * C::kTBytes, &tm_t, full, kb * 128, t.row0);
         if constexpr (kTBoxes == 2)
           sm90::tma_load_2d(base + C::kOffT + stage * C::kTBytes + kNT * 128, &tm_t, full, kb * 128,

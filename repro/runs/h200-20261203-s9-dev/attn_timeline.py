@@ -102,7 +102,7 @@ def main():
         out = outputs(n)
         for f in (fn, fn_marks):
             f(*x.values(), *out)  # built and warm
-        ext = next(m for m in list(sys.modules.values()) if callable(getattr(m, "read_marks", None)))
+        ext = sys.modules[fn_marks.__module__]._kernels()  # the instrumented extension (lru-cached loader)
         span, kernels = span_us(fn, x)
         per_call = []
         for _ in range(5):

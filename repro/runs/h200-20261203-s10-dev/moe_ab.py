@@ -1,0 +1,63 @@
+# Throwaway (session 10): EARLY_WEIGHTS=0 (the landed chain) against EARLY_WEIGHTS=1 (swap-AB GEMMs issue their
+# first weight stages before pdl_wait) on the same inputs: CUPTI span of cold-L2 calls (sdk.bench.timing, the
+# bench's timer), the two builds interleaved over 3 rounds; error vs the official reference for both.
+# Run from the repository root on the GPU: python3 repro/runs/h200-20261203-s10-dev/moe_ab.py
+import importlib.util, os, statistics, sys, tempfile, shutil
+sys.path.insert(0, os.getcwd())
+from pathlib import Path
+
+import torch
+
+from sdk import definitions, inputs, regenerate, solutions, workloads
+from sdk.bench import timing
+
+spec = importlib.util.spec_from_file_location("mt", "repro/runs/h200-20261203-s9-dev/moe_timeline.py")
+mt = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mt)
+
+
+def variant(early: int) -> Path:
+    dest = Path(tempfile.mkdtemp()) / f"fused_moe_early{early}"
+    shutil.copytree(mt.SOLUTION, dest)
+    toml = dest / "render.toml"
+    toml.write_text(toml.read_text().replace("EARLY_WEIGHTS = 1", f"EARLY_WEIGHTS = {early}"))
+    regenerate.rewrite(dest)
+    return dest
+
+
+def main():
+    definition = definitions.load(mt.MOE)
+    fns = {e: solutions.build(solutions.load_package(variant(e)).solution, definition) for e in (0, 1)}
+    gen = torch.Generator().manual_seed(9)
+    wl = {w.axes["seq_len"]: w for w in workloads.load(mt.MOE)}
+    base = inputs.make_inputs(definition, wl[1], seed=9, device="cuda")
+    cases = [(f"T=1, {k} local", mt.with_local_experts(base, k, gen)) for k in (0, 1, 2, 4, 8)]
+    for T in (7, 16, 32, 80, 901):
+        x = inputs.make_inputs(definition, wl[T], seed=9, device="cuda")
+        cases.append((f"T={T} ({mt.local_count(x)} local)", x))
+    ref_fn = definitions.reference(mt.MOE)
+    print(f"{'case':22s} {'early=0 us':>11s} {'early=1 us':>11s} {'ratio':>6s}   rel-L2 (0 / 1)")
+    for label, x in cases:
+        outs = {e: torch.empty((x["hidden_states"].shape[0], 7168), dtype=torch.bfloat16, device="cuda") for e in fns}
+        ref = ref_fn(*x.values()).float()
+        errs = {}
+        for e, fn in fns.items():
+            outs[e].fill_(float("nan"))
+            fn(*x.values(), outs[e])
+            torch.cuda.synchronize()
+            d = outs[e].float() - ref
+            errs[e] = float(d.norm() / ref.norm().clamp_min(1e-30)) if bool(torch.isfinite(outs[e].float()).all()) else float("nan")
+        med = {0: [], 1: []}
+        for rnd in range(3):
+            order = (0, 1) if rnd % 2 == 0 else (1, 0)
+            res = timing.time_many({e: (lambda f=fns[e], o=outs[e]: f(*x.values(), o), 30) for e in order}, "cuda",
+                                   warmup=3)
+            for e in order:
+                med[e].append(res[e].median_ms * 1e3)
+        a, b = statistics.median(med[0]), statistics.median(med[1])
+        print(f"{label:22s} {a:11.1f} {b:11.1f} {b / a:6.3f}   {errs[0]:.2e} / {errs[1]:.2e}   rounds {[round(v, 1) for v in med[0]]} {[round(v, 1) for v in med[1]]}")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
