@@ -1,7 +1,7 @@
 # Throwaway (session 10): EARLY_WEIGHTS=0 (the landed chain) against EARLY_WEIGHTS=1 (swap-AB GEMMs issue their
 # first weight stages before pdl_wait) on the same inputs: CUPTI span of cold-L2 calls (sdk.bench.timing, the
 # bench's timer), the two builds interleaved over 3 rounds; error vs the official reference for both.
-# Run from the repository root on the GPU: python3 repro/runs/h200-20261203-s10-dev/moe_ab.py
+# Run from the repository root on the GPU: python3 repro/runs/h200-20261203-s10-dev/moe_ab.py [large OLD_SOLUTION_DIR]
 import importlib.util, os, statistics, sys, tempfile, shutil
 sys.path.insert(0, os.getcwd())
 from pathlib import Path
@@ -25,18 +25,10 @@ def variant(early: int) -> Path:
     return dest
 
 
-def main():
-    definition = definitions.load(mt.MOE)
-    fns = {e: solutions.build(solutions.load_package(variant(e)).solution, definition) for e in (0, 1)}
-    gen = torch.Generator().manual_seed(9)
-    wl = {w.axes["seq_len"]: w for w in workloads.load(mt.MOE)}
-    base = inputs.make_inputs(definition, wl[1], seed=9, device="cuda")
-    cases = [(f"T=1, {k} local", mt.with_local_experts(base, k, gen)) for k in (0, 1, 2, 4, 8)]
-    for T in (7, 16, 32, 80, 901):
-        x = inputs.make_inputs(definition, wl[T], seed=9, device="cuda")
-        cases.append((f"T={T} ({mt.local_count(x)} local)", x))
+def compare(fns: dict, cases: list, label_a: str, label_b: str):
     ref_fn = definitions.reference(mt.MOE)
-    print(f"{'case':22s} {'early=0 us':>11s} {'early=1 us':>11s} {'ratio':>6s}   rel-L2 (0 / 1)")
+    a_key, b_key = list(fns)
+    print(f"{'case':22s} {label_a:>11s} {label_b:>11s} {'ratio':>6s}   rel-L2 (a / b)")
     for label, x in cases:
         outs = {e: torch.empty((x["hidden_states"].shape[0], 7168), dtype=torch.bfloat16, device="cuda") for e in fns}
         ref = ref_fn(*x.values()).float()
@@ -47,16 +39,41 @@ def main():
             torch.cuda.synchronize()
             d = outs[e].float() - ref
             errs[e] = float(d.norm() / ref.norm().clamp_min(1e-30)) if bool(torch.isfinite(outs[e].float()).all()) else float("nan")
-        med = {0: [], 1: []}
+        med = {e: [] for e in fns}
         for rnd in range(3):
-            order = (0, 1) if rnd % 2 == 0 else (1, 0)
+            order = (a_key, b_key) if rnd % 2 == 0 else (b_key, a_key)
             res = timing.time_many({e: (lambda f=fns[e], o=outs[e]: f(*x.values(), o), 30) for e in order}, "cuda",
                                    warmup=3)
             for e in order:
                 med[e].append(res[e].median_ms * 1e3)
-        a, b = statistics.median(med[0]), statistics.median(med[1])
-        print(f"{label:22s} {a:11.1f} {b:11.1f} {b / a:6.3f}   {errs[0]:.2e} / {errs[1]:.2e}   rounds {[round(v, 1) for v in med[0]]} {[round(v, 1) for v in med[1]]}")
+        a, b = statistics.median(med[a_key]), statistics.median(med[b_key])
+        print(f"{label:22s} {a:11.1f} {b:11.1f} {b / a:6.3f}   {errs[a_key]:.2e} / {errs[b_key]:.2e}   rounds "
+              f"{[round(v, 1) for v in med[a_key]]} {[round(v, 1) for v in med[b_key]]}")
         sys.stdout.flush()
+
+
+def main():
+    definition = definitions.load(mt.MOE)
+    wl = {w.axes["seq_len"]: w for w in workloads.load(mt.MOE)}
+    if sys.argv[1:2] == ["large"]:
+        # the 7f05fe9 solution (gather triggered its dependents early on every path) against the current one
+        # (row-tile plans: gather triggers at exit, as before 7f05fe9), at large T and two small T
+        dirs = {"7f05fe9": Path(sys.argv[2]), "current": mt.SOLUTION}
+        fns = {k: solutions.build(solutions.load_package(d).solution, definition) for k, d in dirs.items()}
+        cases = []
+        for T in (11948, 14107, 1, 16):
+            for seed in (9, 10):
+                x = inputs.make_inputs(definition, wl[T], seed=seed, device="cuda")
+                cases.append((f"T={T} s{seed} ({mt.local_count(x)} local)", x))
+        return compare(fns, cases, "7f05fe9 us", "current us")
+    fns = {e: solutions.build(solutions.load_package(variant(e)).solution, definition) for e in (0, 1)}
+    gen = torch.Generator().manual_seed(9)
+    base = inputs.make_inputs(definition, wl[1], seed=9, device="cuda")
+    cases = [(f"T=1, {k} local", mt.with_local_experts(base, k, gen)) for k in (0, 1, 2, 4, 8)]
+    for T in (7, 16, 32, 80, 901):
+        x = inputs.make_inputs(definition, wl[T], seed=9, device="cuda")
+        cases.append((f"T={T} ({mt.local_count(x)} local)", x))
+    compare(fns, cases, "early=0 us", "early=1 us")
 
 
 if __name__ == "__main__":
