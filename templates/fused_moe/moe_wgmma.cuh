@@ -394,11 +394,10 @@ __global__ void __launch_bounds__(256) gather_rows_kernel(const uint8_t* __restr
                                                           const int* __restrict__ perm_tok, const int* counts,
                                                           const int* offsets, int num_groups, int k_blocks,
                                                           uint8_t* __restrict__ xp, float* __restrict__ xps,
-                                                          int xps_ld, bool trigger_early) {
+                                                          int xps_ld) {
   sm90::pdl_wait();
-  // early_weights GEMMs read the counts before their own pdl_wait: start them only after this wait. Otherwise
-  // (row tiles) the next GEMM starts when this grid exits, as before.
-  if (trigger_early) sm90::pdl_launch_dependents();
+  // Only after the wait: the GEMMs that follow read the counts before their own pdl_wait (early_weights).
+  sm90::pdl_launch_dependents();
   const int rows = offsets[num_groups - 1] + counts[num_groups - 1];
   const int chunks = k_blocks * 8;  // 16-byte chunks per row
 #pragma unroll 1

@@ -77,11 +77,10 @@ cudaError_t launch_swap(const GroupedGemm& p, cudaStream_t stream) {
 
 inline cudaError_t gather_rows_pdl(const void* x, const float* x_scale, int T, int k, const int* perm_tok,
                                    const int* counts, const int* offsets, int groups, void* xp, float* xps,
-                                   int xps_ld, cudaStream_t stream, bool trigger_early = false) {
+                                   int xps_ld, cudaStream_t stream) {
   if (groups < 1 || k % 128 != 0 || !aligned16(x) || !aligned16(xp)) return cudaErrorInvalidValue;
   return sm90::launch_pdl(gather_rows_kernel, 4 * sm90::sm_count(), 256, 0, stream, static_cast<const uint8_t*>(x), x_scale,
-                          T, perm_tok, counts, offsets, groups, k / 128, static_cast<uint8_t*>(xp), xps, xps_ld,
-                          trigger_early);
+                          T, perm_tok, counts, offsets, groups, k / 128, static_cast<uint8_t*>(xp), xps, xps_ld);
 }
 
 using GemmLaunch = cudaError_t (*)(const GroupedGemm&, cudaStream_t);
@@ -93,9 +92,9 @@ struct MoePlan {
   GemmLaunch gemm1, gemm2;
   int partial_rows;
   bool hi_lo;
-  // Swap-AB GEMMs issue their first weight boxes before pdl_wait (GroupedGemm::early_weights). Valid in this
-  // chain: the counts come from route/permute, and gather then triggers its dependents right after its own
-  // pdl_wait (else at its exit), so both GEMMs start after the counts are final. Row-tile plans leave it off.
+  // Swap-AB GEMMs issue their first weight boxes before pdl_wait (GroupedGemm::early_weights); the row-tile
+  // GEMMs ignore it. Valid in this chain: the counts come from route/permute, and gather triggers its dependents
+  // only after its own pdl_wait, so both GEMMs start after they are final.
   bool early_weights = false;
 };
 
@@ -143,7 +142,7 @@ inline cudaError_t moe_forward(const LaunchArgs& a, const MoePlan& plan, cudaStr
     if (err != cudaSuccess) return fail("permute", err);
   }
   err = gather_rows_pdl(a.x, a.x_scale, a.T, kHidden, perm_tok, meta->counts, meta->offsets, kLocalExperts,
-                        base + ws.xp, xps, ws.ld, stream, plan.early_weights);
+                        base + ws.xp, xps, ws.ld, stream);
   if (err != cudaSuccess) return fail("gather", err);
   GroupedGemm g1{base + ws.xp, cap,   xps,   ws.ld,        a.w1,  a.w1_scale, kLocalExperts, kGemm1Out, kHidden,
                  meta->counts, meta->offsets, base + ws.inter, kInter, inter_s, ws.ld, nullptr};

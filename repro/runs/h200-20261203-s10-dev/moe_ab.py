@@ -1,7 +1,7 @@
 # Throwaway (session 10): EARLY_WEIGHTS=0 (the landed chain) against EARLY_WEIGHTS=1 (swap-AB GEMMs issue their
 # first weight stages before pdl_wait) on the same inputs: CUPTI span of cold-L2 calls (sdk.bench.timing, the
 # bench's timer), the two builds interleaved over 3 rounds; error vs the official reference for both.
-# Run from the repository root on the GPU: python3 repro/runs/h200-20261203-s10-dev/moe_ab.py [large OLD_SOLUTION_DIR]
+# Run from the repository root on the GPU: python3 repro/runs/h200-20261203-s10-dev/moe_ab.py [large OTHER_SOLUTION_DIR]
 import importlib.util, os, statistics, sys, tempfile, shutil
 sys.path.insert(0, os.getcwd())
 from pathlib import Path
@@ -56,16 +56,16 @@ def main():
     definition = definitions.load(mt.MOE)
     wl = {w.axes["seq_len"]: w for w in workloads.load(mt.MOE)}
     if sys.argv[1:2] == ["large"]:
-        # the 7f05fe9 solution (gather triggered its dependents early on every path) against the current one
-        # (row-tile plans: gather triggers at exit, as before 7f05fe9), at large T and two small T
-        dirs = {"7f05fe9": Path(sys.argv[2]), "current": mt.SOLUTION}
+        # the landed solution (7f05fe9: gather triggers its dependents right after its pdl_wait on every path)
+        # against OTHER_SOLUTION_DIR = e947f53's (row-tile plans: gather triggers at its exit, as before 7f05fe9)
+        dirs = {"e947f53": Path(sys.argv[2]), "7f05fe9": mt.SOLUTION}
         fns = {k: solutions.build(solutions.load_package(d).solution, definition) for k, d in dirs.items()}
         cases = []
         for T in (11948, 14107, 1, 16):
             for seed in (9, 10):
                 x = inputs.make_inputs(definition, wl[T], seed=seed, device="cuda")
                 cases.append((f"T={T} s{seed} ({mt.local_count(x)} local)", x))
-        return compare(fns, cases, "7f05fe9 us", "current us")
+        return compare(fns, cases, "e947f53 us", "7f05fe9 us")
     fns = {e: solutions.build(solutions.load_package(variant(e)).solution, definition) for e in (0, 1)}
     gen = torch.Generator().manual_seed(9)
     base = inputs.make_inputs(definition, wl[1], seed=9, device="cuda")
