@@ -65,7 +65,15 @@ def main():
             for seed in (9, 10):
                 x = inputs.make_inputs(definition, wl[T], seed=seed, device="cuda")
                 cases.append((f"T={T} s{seed} ({mt.local_count(x)} local)", x))
-        return compare(fns, cases, "e947f53 us", "7f05fe9 us")
+        compare(fns, cases, "e947f53 us", "7f05fe9 us")
+        for T in (7, 14107):  # kernel durations of the landed solution (profiler start offsets are not read)
+            x = inputs.make_inputs(definition, wl[T], seed=9, device="cuda")
+            out = torch.empty((T, 7168), dtype=torch.bfloat16, device="cuda")
+            med, _ = mt.timeline(fns["7f05fe9"], x, out)
+            print(f"T={T} ({mt.local_count(x)} local), 7f05fe9 kernels (median of 5 cold-L2 calls):")
+            for name, _start, dur in med:
+                print(f"  {name[:40]:40s} dur {dur:7.1f} us")
+        return
     fns = {e: solutions.build(solutions.load_package(variant(e)).solution, definition) for e in (0, 1)}
     gen = torch.Generator().manual_seed(9)
     base = inputs.make_inputs(definition, wl[1], seed=9, device="cuda")
