@@ -84,8 +84,22 @@ def test_tiny_bench_run_writes_a_complete_results_file(tmp_path):
         assert row["latency_ms"] > 0 and row["reference_latency_ms"] > 0 and row["work"]["bytes"] > 0
         assert row["strict_passed"] is True and row["checked_calls"] >= 2 and row["timed_calls"] == 6
         assert row["reference_source"] == "fib-sdk" and row["timer_fallback"] is False
+        assert 0 < row["host_ms"] <= row["e2e_ms"]  # the host's part of a call, before the device sync
     assert set(saved["summary"]) == {INDEXER, ATTENTION}
     assert saved["summary"][INDEXER]["passed"] == 1
+
+
+def test_host_time_is_the_median_over_timed_calls_and_absent_without_records():
+    from sdk.bench import stats
+
+    calls = [{"trial": 0, "timed": False, "wall_ms": 9.0, "span_ms": 9.0, "enqueue_ms": 8.0},  # warmup: left out
+             *({"trial": t, "timed": True, "wall_ms": 2.0, "span_ms": 1.5, "enqueue_ms": e}
+               for t, e in ((0, 0.4), (0, 0.6), (1, 1.4)))]
+    timed = stats.latency(calls, gpu=True)
+    assert timed["host_ms"] == 0.6 and timed["timed_calls"] == 3 and timed["latency_ms"] == (1.5 + 1.5) / 2
+    older = [{k: v for k, v in c.items() if k != "enqueue_ms"} for c in calls]  # records of an older worker
+    assert stats.latency(older, gpu=True)["host_ms"] is None
+    assert stats.latency([], gpu=True)["host_ms"] is None
 
 
 def test_budget_sizes_a_trial_by_its_calls_wall_time():

@@ -26,6 +26,9 @@ class ResultRow(BaseModel):
     latency_ms: float | None = None       # mean over trials of the median per trial
     latency_trials_ms: list[float] = []
     e2e_ms: float | None = None           # median wall clock of a call in the worker, device-synchronised
+    # Median host time until the call returned, before the device sync (its launches enqueued). The judge syncs
+    # before each call, so a span is host-paced when this comes near it (launch-bound: fewer launches help).
+    host_ms: float | None = None
     timing_method: str | None = None
     timer_fallback: bool = False          # True when the timing is not the CUPTI span (labelled, never silent)
     timed_calls: int | None = None

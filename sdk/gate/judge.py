@@ -61,7 +61,7 @@ def os_threads(pid: int) -> int | None:
 class Outcome:
     check: Check
     strict: tuple[bool, str] = (True, "")
-    calls: list[dict] = field(default_factory=list)         # per call: index, trial, timed, wall_ms, checked, span_ms
+    calls: list[dict] = field(default_factory=list)         # per call: index, trial, timed, wall_ms, enqueue_ms, checked, span_ms
     reference_ms: list[float] = field(default_factory=list)  # wall time of the reference on checked calls
     setup_ms: list[float] = field(default_factory=list)
     checked: int = 0
@@ -163,7 +163,8 @@ def judge(ask: Callable[[dict], dict], pid: int, solution: Solution, definition:
                     for earlier in trial_calls:
                         earlier["timed"] = False
                 record = {"index": call.index, "trial": trial, "timed": k >= warmup,
-                          "wall_ms": reply["wall_ns"] / 1e6, "checked": k == 0 or rng.random() < p_check}
+                          "wall_ms": reply["wall_ns"] / 1e6, "enqueue_ms": reply.get("enqueue_ns", 0) / 1e6,
+                          "checked": k == 0 or rng.random() < p_check}
                 if record["checked"]:
                     result, ref_ms = check_call(definition, pool, call, tol, reference, device)
                     out.reference_ms.append(ref_ms)

@@ -98,10 +98,12 @@ def main(conn, solution_json: str, definition_name: str, device: str) -> None:
                 returned = fn(*args, *outputs.values(), **kwargs)
             else:
                 returned = fn(*args, **kwargs)
+            enqueue_ns = clock() - start  # the host's part: when it nears the span, the span is host-paced
             if cuda:
                 sync()  # device-wide: work left on side streams is waited for inside the call
         wall_ns = clock() - start
-        record = {"wall_ns": wall_ns, "threads": guards.live_threads() - threads, "tampered": guards.tampered()}
+        record = {"wall_ns": wall_ns, "enqueue_ns": enqueue_ns, "threads": guards.live_threads() - threads,
+                  "tampered": guards.tampered()}
         if not solution.spec.destination_passing_style:
             record.update(_hand_back(returned, outputs))
         return record
