@@ -130,11 +130,11 @@ def test_cli_latest_picks_the_newest_results_file(results_file, tmp_path):
 
 def test_measured_bound_both_references_and_strict_are_columns(tmp_path):
     """Schema /2 rows: latency over the measured bound, the probe's bandwidth (and as a % of a same-size copy), each
-    reference timed, which one the gate graded against, and the strict verdict."""
+    reference timed, which one the gate graded against, the host time of a call and the strict verdict."""
     measured = row(ATTN, "66666666-ffff", {"num_tokens": 8, "num_pages": 900}, 0.018, 2.0, 0.0045)
     measured.update(bound_ms=0.006, probe={"gb_per_s": 3200.0, "path": "ranges", "pct_of_copy": 84.4},
                     references_ms={"fib-sdk": 1.5, "official": 2.0},
-                    reference_source="official", strict_passed=False)
+                    reference_source="official", strict_passed=False, host_ms=0.0172)
     doc = {**results_doc([measured]), "schema": "fib-sdk.results/2"}
     path = tmp_path / "results.json"
     path.write_text(json.dumps(doc))
@@ -142,6 +142,7 @@ def test_measured_bound_both_references_and_strict_are_columns(tmp_path):
     line = cells(text, "66666666")
     for value in ("0.006", "3.00", "3200 (ranges)", "1.500", "official", "FAIL"):
         assert value in line, (value, line)
+    assert line[line.index("FAIL") - 1] == "0.0172" and "host ms" in text  # launch-bound when near the latency
     assert line[line.index("3200 (ranges)") + 1] == "84" and "probe % of copy" in text  # the probe against a copy
 
 
