@@ -328,6 +328,7 @@ def bench(ctx, solution_dirs, definition_filter, keys, stride, trials, seed, war
     from pydantic import ValidationError
     from tabulate import tabulate
 
+    from .bench import scoring
     from .bench.config import BenchConfig
     from .bench.runner import run_bench
     from .paths import under_root
@@ -387,6 +388,10 @@ def bench(ctx, solution_dirs, definition_filter, keys, stride, trials, seed, war
              for d, s in results["summary"].items()]
     click.echo(tabulate(srows, headers=["definition", "best solution", "passed", "mean x ref", "geomean x ref",
                                         "best peer", "mean x best peer", "mean lat/floor"]))
+    if bound := scoring.launch_bound(results["rows"]):
+        click.echo(f"launch-bound (host time of a call >= {scoring.LAUNCH_BOUND:.0%} of its latency, `host_ms`): "
+                   + ", ".join(f"{r['solution']} {r['workload'][:8]} {r['host_ms']:.4g}/{r['latency_ms']:.4g} ms"
+                               for r in bound[:8]) + (f" and {len(bound) - 8} more" if len(bound) > 8 else ""))
     click.echo(f"timing: {results['environment'].get('timing_method')}; reference: "
                f"{results['environment'].get('reference_timing', '-')}; speedups: mean of per-workload ratios "
                "and geometric mean; results: " + (str(path) if path else "(not written)"))

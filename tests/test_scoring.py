@@ -98,3 +98,14 @@ def test_summarize_picks_the_best_solution_and_keeps_all():
 def test_track_scores_halve_a_lone_dsa_kernel():
     summary = scoring.summarize([row("a", 1.0, ref=4.0)])
     assert scoring.track_scores(summary) == {"dsa": 2.0}
+
+
+def test_launch_bound_rows_are_those_whose_host_time_nears_their_latency():
+    gpu = {"timing_method": "cupti-span (torch.profiler/kineto), cold L2, no CUDA graph"}
+    fast = {**row("a", 0.040), **gpu, "host_ms": 0.036}    # 90% of the span: the launches pace it
+    slow = {**row("b", 0.250), **gpu, "host_ms": 0.030}    # the GPU paces it
+    older = {**row("c", 0.040), **gpu}                     # no host_ms recorded
+    failed = {**row("d", None, status="RUNTIME_ERROR"), **gpu, "host_ms": 0.05}
+    cpu = {**row("e", 0.040), "timing_method": "wall-clock", "host_ms": 0.040}  # on a CPU the host time is the call
+    assert scoring.launch_bound([fast, slow, older, failed, cpu]) == [fast]
+    assert scoring.launch_bound([slow], ratio=0.1) == [slow]

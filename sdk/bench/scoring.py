@@ -125,6 +125,17 @@ def latency_over_bound(rows: list[dict]) -> dict:
             "n": len(ratios), "within_1_5": sum(1 for x in ratios if x <= 1.5)}
 
 
+LAUNCH_BOUND = 0.8  # host time of a call / its latency at or above which the latency is the host's launches
+
+
+def launch_bound(rows: Iterable[dict], ratio: float = LAUNCH_BOUND) -> list[dict]:
+    """Passed GPU rows (CUPTI spans) whose calls keep the host busy for most of their span (`host_ms` >= ratio x
+    latency): faster kernels do not shorten them, fewer or cheaper launches do. Rows without `host_ms` (older
+    files) never are, nor wall-clock rows (on a CPU the host time is the call)."""
+    return [r for r in rows if passed(r) and str(r.get("timing_method") or "").startswith("cupti")
+            and _positive(r.get("host_ms")) and r["host_ms"] >= ratio * r["latency_ms"]]
+
+
 def best_peer_latency(row: dict) -> tuple[str, float] | None:
     """(peer, latency) of the fastest peer that passed on this workload; ties go to the first name."""
     found = [(lat, name) for name in sorted(row.get("peers") or {}) if (lat := peer_latency(row, name))]
