@@ -162,8 +162,9 @@ def judge(ask: Callable[[dict], dict], pid: int, solution: Solution, definition:
                     p_check = plan.check_probability_for(n_calls)
                     for earlier in trial_calls:
                         earlier["timed"] = False
+                enqueue = reply.get("enqueue_ns")
                 record = {"index": call.index, "trial": trial, "timed": k >= warmup,
-                          "wall_ms": reply["wall_ns"] / 1e6, "enqueue_ms": reply.get("enqueue_ns", 0) / 1e6,
+                          "wall_ms": reply["wall_ns"] / 1e6, "enqueue_ms": None if enqueue is None else enqueue / 1e6,
                           "checked": k == 0 or rng.random() < p_check}
                 if record["checked"]:
                     result, ref_ms = check_call(definition, pool, call, tol, reference, device)
