@@ -159,7 +159,7 @@ struct Unit {
 __device__ __forceinline__ void build_unit_table(const GemmArgs& a, int bm, int n_units, int* table) {
   const int lane = threadIdx.x & 31;
   const bool live = lane < a.num_groups;
-  // Through L2 (ld.cg): with early_weights they are read before this grid's pdl_wait, written two kernels back.
+  // Through L2 (ld.cg): with early_weights they are read before this grid's pdl_wait, written two or more kernels back.
   const int cnt = live ? __ldcg(a.counts + lane) : 0;
   const int off = live ? __ldcg(a.offsets + lane) : 0;
   int v = (cnt + bm - 1) / bm * n_units;
@@ -394,10 +394,11 @@ __global__ void __launch_bounds__(256) gather_rows_kernel(const uint8_t* __restr
                                                           const int* __restrict__ perm_tok, const int* counts,
                                                           const int* offsets, int num_groups, int k_blocks,
                                                           uint8_t* __restrict__ xp, float* __restrict__ xps,
-                                                          int xps_ld) {
+                                                          int xps_ld, bool trigger_early) {
   sm90::pdl_wait();
-  // Only after the wait: the GEMMs that follow read the counts before their own pdl_wait (early_weights).
-  sm90::pdl_launch_dependents();
+  // early_weights GEMMs read the counts before their own pdl_wait: start them only after this wait. Otherwise
+  // (row tiles) the next GEMM starts when this grid exits, as before.
+  if (trigger_early) sm90::pdl_launch_dependents();
   const int rows = offsets[num_groups - 1] + counts[num_groups - 1];
   const int chunks = k_blocks * 8;  // 16-byte chunks per row
 #pragma unroll 1

