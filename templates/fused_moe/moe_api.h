@@ -21,6 +21,7 @@ constexpr int kGemm1OutBlocks = kGemm1Out / kBlock;  // 32
 constexpr int kTopK = 8, kGroups = 8, kTopKGroups = 4, kGroupSize = kNumExperts / kGroups;
 constexpr int kMaxLocalPerToken = kTopK;  // a token picks at most 8 experts, so at most 8 local ones
 constexpr int kMaxSplits = 8;             // split-K factor limit of the swap-AB GEMMs
+constexpr int kOnePassFlags = kLocalExperts + kHiddenBlocks;  // per expert (GEMM1 done), per GEMM2 column unit
 
 // Per-call metadata written by the permutation step: counts[e] and exclusive offsets[e] of local expert e.
 struct MoeMeta {
@@ -34,7 +35,7 @@ struct MoeMeta {
 // residual of the intermediate below it (capacity more rows).
 struct MoeWorkspace {
   size_t meta, mask, local_w, perm_tok, perm_w, slot_of, xp, xps, inter, inter_s, ypart, splits, unit_done, part1,
-      part2, bytes;
+      part2, flags, bytes;
   int64_t capacity;
   int ld;            // row pitch of the MN-major scale arrays (capacity rounded up to 4: TMA's 16-byte pitch)
   int partial_rows;  // rows of part1 / part2
@@ -66,6 +67,7 @@ struct MoeWorkspace {
     unit_done = take(static_cast<int64_t>(units) * 4);           // GEMM1 split arrivals per unit
     part1 = take(static_cast<int64_t>(partial_rows) * kGemm1Out * 4);  // f32 GEMM1 partial sums (x1 | x2)
     part2 = take(static_cast<int64_t>(partial_rows) * kHidden * 4);    // f32 weighted GEMM2 partial sums
+    flags = take(kOnePassFlags * 4);  // the one-pass kernel's arrival counters (zeroed by it, every call)
     bytes = at;
   }
 };

@@ -155,13 +155,20 @@ struct Unit {
   int row0, rows;  // first row of the m-tile, valid rows in it (<= BM)
 };
 
+// counts / offsets / row weights: written by an earlier kernel (global: through L2, ld.cg, since with early_weights
+// they are read before this grid's pdl_wait) or, in the one-pass kernel, built in shared memory, where ld.global
+// would fault (cudaErrorInvalidAddressSpace).
+template <class T>
+__device__ __forceinline__ T load_l2_or_shared(const T* p) {
+  return __isShared(p) ? *p : __ldcg(p);
+}
+
 // Warp 0: table[0..32] = units before group g (inclusive scan), [33..64] counts, [65..96] offsets.
 __device__ __forceinline__ void build_unit_table(const GemmArgs& a, int bm, int n_units, int* table) {
   const int lane = threadIdx.x & 31;
   const bool live = lane < a.num_groups;
-  // Through L2 (ld.cg): with early_weights they are read before this grid's pdl_wait, written two or more kernels back.
-  const int cnt = live ? __ldcg(a.counts + lane) : 0;
-  const int off = live ? __ldcg(a.offsets + lane) : 0;
+  const int cnt = live ? load_l2_or_shared(a.counts + lane) : 0;
+  const int off = live ? load_l2_or_shared(a.offsets + lane) : 0;
   int v = (cnt + bm - 1) / bm * n_units;
 #pragma unroll
   for (int d = 1; d < 32; d <<= 1) {

@@ -16,6 +16,7 @@
 #include "moe_combine.cuh"
 #include "moe_routing.cuh"
 #include "moe_wgmma.cuh"
+#include "moe_onepass.cuh"
 #include "moe_wgmma_api.h"
 #include "moe_wgmma_swap.cuh"
 
@@ -198,6 +199,48 @@ inline cudaError_t moe_forward(const LaunchArgs& a, const MoePlan& plan, cudaStr
   if ((err = gemm2.launch(stream)) != cudaSuccess) return fail("GEMM2", err);
   err = sm90::launch_pdl(combine_kernel, combine_grid, 128, 0, stream, comb);
   return err == cudaSuccess ? err : fail("combine", err);
+}
+
+// The whole call as one cooperative launch (moe_onepass.cuh), for T <= kOnePassTMax; a.workspace holds
+// MoeWorkspace(a.T, partial_rows, true). partial_rows > 0: GEMM1's few units split K on the device.
+template <int kStages>
+cudaError_t moe_onepass(const LaunchArgs& a, int partial_rows, cudaStream_t stream) {
+  using L = OnePassLayout<kStages>;
+  using G1 = typename L::G1;
+  if (a.T < 1) return cudaSuccess;
+  if (a.T > kOnePassTMax || partial_rows <= 0) return cudaErrorInvalidValue;
+  const MoeWorkspace ws(a.T, partial_rows, true);
+  unsigned char* base = a.workspace;
+  auto* meta = reinterpret_cast<MoeMeta*>(base + ws.meta);  // unused by the kernel (its tables live in smem)
+  auto* xps = reinterpret_cast<float*>(base + ws.xps);
+  auto* inter_s = reinterpret_cast<float*>(base + ws.inter_s);
+  auto* ypart = reinterpret_cast<__nv_bfloat16*>(base + ws.ypart);
+  auto* flags = reinterpret_cast<int*>(base + ws.flags);
+  const int cap = static_cast<int>(ws.capacity);
+  GroupedGemm g1{base + ws.xp, cap,   xps,   ws.ld,        a.w1,  a.w1_scale, kLocalExperts, kGemm1Out, kHidden,
+                 meta->counts, meta->offsets, base + ws.inter, kInter, inter_s, ws.ld, nullptr};
+  g1.partial = reinterpret_cast<float*>(base + ws.part1);
+  g1.partial_rows = ws.partial_rows;
+  g1.unit_done = reinterpret_cast<int*>(base + ws.unit_done);
+  g1.lo_rows = cap;
+  GroupedGemm g2{base + ws.inter, cap, inter_s, ws.ld, a.w2,   a.w2_scale, kLocalExperts, kHidden, kInter,
+                 meta->counts, meta->offsets, ypart, kHidden, nullptr, 0, nullptr};
+  g2.partial = reinterpret_cast<float*>(base + ws.part2);
+  g2.partial_rows = ws.partial_rows;
+  g2.lo_rows = cap;
+  if (!gemm_args_ok(g1, 256) || !gemm_args_ok(g2, 128) || ws.units < kLocalExperts * kGemm1Units)
+    return cudaErrorInvalidValue;
+  CUtensorMap tm_t1, tm_sfa1, tm_w1, tm_t2, tm_sfa2, tm_w2;
+  if (!encode_maps(g1, kOnePassTokens, G1::kSfaBox, G1::kWRows, 0, &tm_t1, &tm_sfa1, &tm_w1) ||
+      !encode_maps(g2, kOnePassTokens, G1::kSfaBox, G1::kWRows, cap, &tm_t2, &tm_sfa2, &tm_w2))
+    return cudaErrorInvalidValue;
+  const RouteArgs route{a.logits, static_cast<const __nv_bfloat16*>(a.bias), a.T, a.local_offset, a.scaling};
+  const OnePassArgs args{route, static_cast<const uint8_t*>(a.x), a.x_scale, base + ws.xp, xps, ws.ld,
+                         g1.unit_done, flags, flags + kLocalExperts, ypart, static_cast<__nv_bfloat16*>(a.out)};
+  constexpr auto kernel = moe_onepass_kernel<kStages>;
+  if (const cudaError_t err = sm90::opt_in_smem<kernel>(L::kSmem); err != cudaSuccess) return err;
+  return launch_cooperative(kernel, sm90::sm_count(), L::kThreads, L::kSmem, stream, tm_t1, tm_sfa1, tm_w1,
+                            tm_t2, tm_sfa2, tm_w2, gemm_args(g1), gemm_args(g2), args);
 }
 
 }  // namespace wg

@@ -25,8 +25,9 @@
 namespace fused_moe {
 namespace wg {
 
-template <int kNT, int kStages, Epi kEpi, int kTBoxes = 1>
+template <int kNT, int kStagesT, Epi kEpi, int kTBoxes = 1>
 struct SwapConfig {
+  static constexpr int kStages = kStagesT;
   static constexpr int kConsumers = 2;
   static constexpr int kThreads = 128 * (kConsumers + 1);
   static constexpr bool kSwiGlu = kEpi == Epi::kSwiGluFp8;
@@ -38,6 +39,7 @@ struct SwapConfig {
   static constexpr int kSfaBytes = kSfaBox * 4;
   static constexpr int kSfaPitch = (kSfaBytes + 127) / 128 * 128;
   static constexpr uint32_t kTxBytes = kWBytes + kTBytes + kSfaBytes;
+  static constexpr int kWStride = kWBytes, kTStride = kTBytes;  // ring strides per stage (the consumer's view)
   static constexpr int kOffW = 0;
   static constexpr int kOffT = kOffW + kStages * kWBytes;
   static constexpr int kOffSfa = kOffT + kStages * kTBytes;
@@ -93,6 +95,188 @@ __device__ __forceinline__ void swiglu_finish_unit(const GemmArgs& a, const Unit
     if (a.lo_rows > 0) *reinterpret_cast<uint32_t*>(dst + static_cast<size_t>(a.lo_rows) * a.ldo) = lo;
     if (lane == 0) a.out_scale[static_cast<size_t>(t.nu) * a.out_scale_ld + row] = bs.scale;
   }
+}
+
+// One unit of a swap-AB GEMM on the consumer warpgroups (threads 0 .. 255): K blocks [split k_blocks / splits,
+// (split + 1) k_blocks / splits) of unit `t` from the ring that L describes (stage strides and offsets: SwapConfig
+// itself, or the one-pass kernel's shared ring), then its epilogue. `unit` indexes args.unit_done, `last` is one
+// int of shared memory. Returns true when the unit's output is complete after this call: it was not split, or it
+// was a SwiGLU unit's last split, which finished it.
+template <int kNT, Epi kEpi, int kTBoxes, class L>
+__device__ __forceinline__ bool swap_consume_unit(const GemmArgs& args, const Unit& t, int unit, int split,
+                                                  int splits, int rows_all, uint8_t* smem, uint32_t base, int* last,
+                                                  uint32_t& stage, uint32_t& phase, int& parity) {
+  using C = SwapConfig<kNT, L::kStages, kEpi, kTBoxes>;
+  const uint32_t full0 = base + L::kOffBar, empty0 = full0 + 8 * L::kStages;
+  const int tid = threadIdx.x, wgi = tid / 128;
+  const int warp = (tid / 32) % 4, lane = tid % 32, quad = lane % 4;
+  const int my_wrow = wgi * 64 + warp * 16 + lane / 4;  // weight row (output column) in the unit; second is +8
+  const int nblk_b = args.n / 128;
+  bool finished = splits == 1;
+  const int kb_begin = split * args.k_blocks / splits, kb_end = (split + 1) * args.k_blocks / splits;
+  const int col_b = t.nu * C::kWRows;  // first weight row of the unit inside the group (SwiGLU: x1)
+  const float* sfb_x = args.sfb + (static_cast<size_t>(t.group) * nblk_b + col_b / 128) * args.k_blocks;
+  const float* sfb_y =
+      C::kSwiGlu ? args.sfb + (static_cast<size_t>(t.group) * nblk_b + (col_b + args.n / 2) / 128) * args.k_blocks
+                 : sfb_x;
+  float next_x = __ldg(sfb_x + kb_begin), next_y = __ldg(sfb_y + kb_begin);
+
+  // part_y: SwiGLU's x2 partial sum, or (kTBoxes = 2) the lo tokens' partial sum of the same weights.
+  constexpr int kY = C::kSwiGlu || kTBoxes == 2 ? C::kAcc : 1;
+  float acc_x[C::kAcc], acc_y[C::kSwiGlu ? C::kAcc : 1], part_x[C::kAcc], part_y[kY];
+#pragma unroll
+  for (int i = 0; i < C::kAcc; ++i) acc_x[i] = 0.0f;
+#pragma unroll
+  for (int i = 0; i < (C::kSwiGlu ? C::kAcc : 1); ++i) acc_y[i] = 0.0f;
+
+#pragma unroll 1
+  for (int kb = kb_begin; kb < kb_end; ++kb) {
+    const float sx = next_x, sy = next_y;
+    if (kb + 1 < kb_end) {
+      next_x = __ldg(sfb_x + kb + 1);
+      next_y = __ldg(sfb_y + kb + 1);
+    }
+    sm90::mbar_wait(full0 + 8 * stage, phase);
+    const float* sfa = reinterpret_cast<const float*>(smem + L::kOffSfa + stage * L::kSfaPitch) + (t.row0 & 3);
+    float sa[C::kAcc / 2];  // scale_a of this thread's token columns 8i + 2 quad + j
+#pragma unroll
+    for (int i = 0; i < kNT / 8; ++i) {
+      sa[2 * i] = sfa[8 * i + 2 * quad];
+      sa[2 * i + 1] = sfa[8 * i + 2 * quad + 1];
+    }
+    const uint32_t w_base = base + L::kOffW + stage * L::kWStride + wgi * 64 * 128;
+    const uint64_t dx = sm90::desc_k_sw128(w_base);
+    const uint64_t dy = sm90::desc_k_sw128(w_base + C::kWRows * 128);
+    const uint64_t dt = sm90::desc_k_sw128(base + L::kOffT + stage * L::kTStride);
+    const uint64_t dt_lo = sm90::desc_k_sw128(base + L::kOffT + stage * L::kTStride + kNT * 128);
+    (void)dt_lo;
+    sm90::fence_regs(part_x);
+    if constexpr (kY > 1) sm90::fence_regs(part_y);
+    sm90::wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      sm90::wgmma_fp8<kNT>(part_x, dx + 2 * k, dt + 2 * k, k > 0);
+      if constexpr (C::kSwiGlu) sm90::wgmma_fp8<kNT>(part_y, dy + 2 * k, dt + 2 * k, k > 0);
+      if constexpr (kTBoxes == 2) sm90::wgmma_fp8<kNT>(part_y, dx + 2 * k, dt_lo + 2 * k, k > 0);
+    }
+    sm90::wgmma_commit();
+    sm90::wgmma_wait<0>();
+    sm90::fence_regs(part_x);
+    if constexpr (kY > 1) sm90::fence_regs(part_y);
+    if constexpr (kTBoxes == 2) {
+#pragma unroll
+      for (int i = 0; i < C::kAcc; ++i) part_x[i] += 0.0625f * part_y[i];  // hi + lo / 16, one weight scale
+    }
+    __syncwarp();  // every lane of the warp is done with the stage (its scales too)
+    if (lane == 0) sm90::mbar_arrive(empty0 + 8 * stage);
+    if (++stage == L::kStages) stage = 0, phase ^= 1;
+
+#pragma unroll
+    for (int i = 0; i < kNT / 8; ++i)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {  // r: (row +8 if r >= 2) x (token column j = r % 2)
+        acc_x[4 * i + r] += part_x[4 * i + r] * (sx * sa[2 * i + (r & 1)]);
+        if constexpr (C::kSwiGlu) acc_y[4 * i + r] += part_y[4 * i + r] * (sy * sa[2 * i + (r & 1)]);
+      }
+  }
+
+  // ------------------------------------------------------------------ epilogue
+  const int out_col = t.nu * C::kWRows + my_wrow;  // output column of this thread's first row
+  if (splits > 1) {
+    // Partial sums of this split: row (t.row0 + token) of split `split`, columns out_col and out_col + 8 (x1), the
+    // same + n/2 (SwiGLU's x2). The routing weight is linear, so GEMM2 applies it per split.
+    float* dst_base = args.partial + static_cast<size_t>(split) * rows_all * args.n;
+#pragma unroll
+    for (int i = 0; i < kNT / 8; ++i)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int tok = 8 * i + 2 * quad + j;
+        if (tok >= t.rows) continue;
+        float w = 1.0f;
+        if constexpr (kEpi == Epi::kBf16RowWeight)
+          if (args.row_weight != nullptr) w = load_l2_or_shared(args.row_weight + t.row0 + tok);
+        float* dst = dst_base + static_cast<size_t>(t.row0 + tok) * args.n + out_col;
+        dst[0] = acc_x[4 * i + j] * w;
+        dst[8] = acc_x[4 * i + 2 + j] * w;
+        if constexpr (C::kSwiGlu) {
+          dst[args.n / 2] = acc_y[4 * i + j];
+          dst[args.n / 2 + 8] = acc_y[4 * i + 2 + j];
+        }
+      }
+    if constexpr (C::kSwiGlu) {
+      // Publish this split (each thread fences its own stores), count it; the unit's last split finishes it.
+      __threadfence();
+      sm90::named_barrier_sync(1, 128 * C::kConsumers);
+              if (tid == 0) *last = atomicAdd(args.unit_done + unit, 1) == splits - 1;
+      sm90::named_barrier_sync(1, 128 * C::kConsumers);
+      finished = *last;
+      if (finished) {
+        __threadfence();
+        swiglu_finish_unit(args, t, splits, rows_all, wgi * 4 + warp, lane);
+      }
+      sm90::named_barrier_sync(1, 128 * C::kConsumers);  // `last` is rewritten by the next unit
+    }
+  } else if constexpr (kEpi == Epi::kF32 || kEpi == Epi::kBf16RowWeight) {
+#pragma unroll
+    for (int i = 0; i < kNT / 8; ++i)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int tok = 8 * i + 2 * quad + j;
+        if (tok >= t.rows) continue;
+        const size_t at = static_cast<size_t>(t.row0 + tok) * args.ldo + out_col;
+        if constexpr (kEpi == Epi::kF32) {
+          float* dst = static_cast<float*>(args.out) + at;
+          dst[0] = acc_x[4 * i + j];
+          dst[8] = acc_x[4 * i + 2 + j];
+        } else {
+          const float w = args.row_weight != nullptr ? load_l2_or_shared(args.row_weight + t.row0 + tok) : 1.0f;
+          __nv_bfloat16* dst = static_cast<__nv_bfloat16*>(args.out) + at;
+          dst[0] = __float2bfloat16_rn(acc_x[4 * i + j] * w);
+          dst[8] = __float2bfloat16_rn(acc_x[4 * i + 2 + j] * w);
+        }
+      }
+  } else {
+    float v[C::kAcc];
+#pragma unroll
+    for (int i = 0; i < C::kAcc; ++i) v[i] = silu_mul(acc_y[i], acc_x[i]);  // silu(x2) * x1
+    // amax per token column over this warp's 16 rows, then over the 8 consumer warps (shared memory).
+    float* xch = reinterpret_cast<float*>(smem + L::kOffXch) + parity * 8 * kNT;
+    const int cw = wgi * 4 + warp;  // consumer warp 0..7
+#pragma unroll
+    for (int i = 0; i < kNT / 8; ++i)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        float m = fmaxf(fabsf(v[4 * i + j]), fabsf(v[4 * i + 2 + j]));
+#pragma unroll
+        for (int d = 4; d < 32; d <<= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, d));
+        if (lane < 4) xch[cw * kNT + 8 * i + 2 * quad + j] = m;
+      }
+    sm90::named_barrier_sync(1, 128 * C::kConsumers);
+#pragma unroll
+    for (int i = 0; i < kNT / 8; ++i)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int tok = 8 * i + 2 * quad + j;
+        float amax = 0.0f;
+#pragma unroll
+        for (int w = 0; w < 8; ++w) amax = fmaxf(amax, xch[w * kNT + tok]);
+        if (tok >= t.rows) continue;
+        const BlockScale bs = e4m3_block_scale(amax);
+        const float inv = bs.inv;
+        uint8_t* dst = static_cast<uint8_t*>(args.out) + static_cast<size_t>(t.row0 + tok) * args.ldo + out_col;
+        uint8_t lo0, lo8;
+        dst[0] = e4m3_hi_lo(v[4 * i + j] * inv, lo0);
+        dst[8] = e4m3_hi_lo(v[4 * i + 2 + j] * inv, lo8);
+        if (args.lo_rows > 0) {
+          dst[static_cast<size_t>(args.lo_rows) * args.ldo] = lo0;
+          dst[static_cast<size_t>(args.lo_rows) * args.ldo + 8] = lo8;
+        }
+        if (cw == 0 && lane < 4)
+          args.out_scale[static_cast<size_t>(t.nu) * args.out_scale_ld + t.row0 + tok] = bs.scale;
+      }
+    parity ^= 1;  // the next unit writes the other buffer; its barrier orders this unit's reads before reuse
+  }
+  return finished;
 }
 
 template <int kNT, int kStages, Epi kEpi, int kTBoxes = 1>
@@ -195,180 +379,13 @@ __global__ void __launch_bounds__(384, 1)
 
   // ------------------------------------------------------------------ consumers
   sm90::setmaxnreg_inc<C::kConsumerRegs>();
-  const int warp = (tid / 32) % 4, lane = tid % 32, quad = lane % 4;
-  const int my_wrow = wgi * 64 + warp * 16 + lane / 4;  // weight row (output column) in the unit; second is +8
-  const int nblk_b = args.n / 128;
   uint32_t stage = 0, phase = 0;
   int parity = 0;  // exchange buffer of this unit (SwiGLU)
 
 #pragma unroll 1
-  for (int u = blockIdx.x; u < units; u += gridDim.x) {
-    const Unit t = unit_at(table, u / splits, kNT);
-    const int split = u % splits;
-    const int kb_begin = split * args.k_blocks / splits, kb_end = (split + 1) * args.k_blocks / splits;
-    const int col_b = t.nu * C::kWRows;  // first weight row of the unit inside the group (SwiGLU: x1)
-    const float* sfb_x = args.sfb + (static_cast<size_t>(t.group) * nblk_b + col_b / 128) * args.k_blocks;
-    const float* sfb_y =
-        C::kSwiGlu ? args.sfb + (static_cast<size_t>(t.group) * nblk_b + (col_b + args.n / 2) / 128) * args.k_blocks
-                   : sfb_x;
-    float next_x = __ldg(sfb_x + kb_begin), next_y = __ldg(sfb_y + kb_begin);
-
-    // part_y: SwiGLU's x2 partial sum, or (kTBoxes = 2) the lo tokens' partial sum of the same weights.
-    constexpr int kY = C::kSwiGlu || kTBoxes == 2 ? C::kAcc : 1;
-    float acc_x[C::kAcc], acc_y[C::kSwiGlu ? C::kAcc : 1], part_x[C::kAcc], part_y[kY];
-#pragma unroll
-    for (int i = 0; i < C::kAcc; ++i) acc_x[i] = 0.0f;
-#pragma unroll
-    for (int i = 0; i < (C::kSwiGlu ? C::kAcc : 1); ++i) acc_y[i] = 0.0f;
-
-#pragma unroll 1
-    for (int kb = kb_begin; kb < kb_end; ++kb) {
-      const float sx = next_x, sy = next_y;
-      if (kb + 1 < kb_end) {
-        next_x = __ldg(sfb_x + kb + 1);
-        next_y = __ldg(sfb_y + kb + 1);
-      }
-      sm90::mbar_wait(full0 + 8 * stage, phase);
-      const float* sfa = reinterpret_cast<const float*>(smem + C::kOffSfa + stage * C::kSfaPitch) + (t.row0 & 3);
-      float sa[C::kAcc / 2];  // scale_a of this thread's token columns 8i + 2 quad + j
-#pragma unroll
-      for (int i = 0; i < kNT / 8; ++i) {
-        sa[2 * i] = sfa[8 * i + 2 * quad];
-        sa[2 * i + 1] = sfa[8 * i + 2 * quad + 1];
-      }
-      const uint32_t w_base = base + C::kOffW + stage * C::kWBytes + wgi * 64 * 128;
-      const uint64_t dx = sm90::desc_k_sw128(w_base);
-      const uint64_t dy = sm90::desc_k_sw128(w_base + C::kWRows * 128);
-      const uint64_t dt = sm90::desc_k_sw128(base + C::kOffT + stage * C::kTBytes);
-      const uint64_t dt_lo = sm90::desc_k_sw128(base + C::kOffT + stage * C::kTBytes + kNT * 128);
-      (void)dt_lo;
-      sm90::fence_regs(part_x);
-      if constexpr (kY > 1) sm90::fence_regs(part_y);
-      sm90::wgmma_fence();
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        sm90::wgmma_fp8<kNT>(part_x, dx + 2 * k, dt + 2 * k, k > 0);
-        if constexpr (C::kSwiGlu) sm90::wgmma_fp8<kNT>(part_y, dy + 2 * k, dt + 2 * k, k > 0);
-        if constexpr (kTBoxes == 2) sm90::wgmma_fp8<kNT>(part_y, dx + 2 * k, dt_lo + 2 * k, k > 0);
-      }
-      sm90::wgmma_commit();
-      sm90::wgmma_wait<0>();
-      sm90::fence_regs(part_x);
-      if constexpr (kY > 1) sm90::fence_regs(part_y);
-      if constexpr (kTBoxes == 2) {
-#pragma unroll
-        for (int i = 0; i < C::kAcc; ++i) part_x[i] += 0.0625f * part_y[i];  // hi + lo / 16, one weight scale
-      }
-      __syncwarp();  // every lane of the warp is done with the stage (its scales too)
-      if (lane == 0) sm90::mbar_arrive(empty0 + 8 * stage);
-      if (++stage == kStages) stage = 0, phase ^= 1;
-
-#pragma unroll
-      for (int i = 0; i < kNT / 8; ++i)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {  // r: (row +8 if r >= 2) x (token column j = r % 2)
-          acc_x[4 * i + r] += part_x[4 * i + r] * (sx * sa[2 * i + (r & 1)]);
-          if constexpr (C::kSwiGlu) acc_y[4 * i + r] += part_y[4 * i + r] * (sy * sa[2 * i + (r & 1)]);
-        }
-    }
-
-    // ------------------------------------------------------------------ epilogue
-    const int out_col = t.nu * C::kWRows + my_wrow;  // output column of this thread's first row
-    if (splits > 1) {
-      // Partial sums of this split: row (t.row0 + token) of split `split`, columns out_col and out_col + 8 (x1), the
-      // same + n/2 (SwiGLU's x2). The routing weight is linear, so GEMM2 applies it per split.
-      float* dst_base = args.partial + static_cast<size_t>(split) * rows_all * args.n;
-#pragma unroll
-      for (int i = 0; i < kNT / 8; ++i)
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          const int tok = 8 * i + 2 * quad + j;
-          if (tok >= t.rows) continue;
-          float w = 1.0f;  // row weights through L2: the consumers never pdl_wait (early_weights)
-          if constexpr (kEpi == Epi::kBf16RowWeight)
-            if (args.row_weight != nullptr) w = __ldcg(args.row_weight + t.row0 + tok);
-          float* dst = dst_base + static_cast<size_t>(t.row0 + tok) * args.n + out_col;
-          dst[0] = acc_x[4 * i + j] * w;
-          dst[8] = acc_x[4 * i + 2 + j] * w;
-          if constexpr (C::kSwiGlu) {
-            dst[args.n / 2] = acc_y[4 * i + j];
-            dst[args.n / 2 + 8] = acc_y[4 * i + 2 + j];
-          }
-        }
-      if constexpr (C::kSwiGlu) {
-        // Publish this split (each thread fences its own stores), count it; the unit's last split finishes it.
-        __threadfence();
-        sm90::named_barrier_sync(1, 128 * C::kConsumers);
-        int* last = table + 99;
-        if (tid == 0) *last = atomicAdd(args.unit_done + u / splits, 1) == splits - 1;
-        sm90::named_barrier_sync(1, 128 * C::kConsumers);
-        if (*last) {
-          __threadfence();
-          swiglu_finish_unit(args, t, splits, rows_all, wgi * 4 + warp, lane);
-        }
-        sm90::named_barrier_sync(1, 128 * C::kConsumers);  // `last` is rewritten by the next unit
-      }
-    } else if constexpr (kEpi == Epi::kF32 || kEpi == Epi::kBf16RowWeight) {
-#pragma unroll
-      for (int i = 0; i < kNT / 8; ++i)
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          const int tok = 8 * i + 2 * quad + j;
-          if (tok >= t.rows) continue;
-          const size_t at = static_cast<size_t>(t.row0 + tok) * args.ldo + out_col;
-          if constexpr (kEpi == Epi::kF32) {
-            float* dst = static_cast<float*>(args.out) + at;
-            dst[0] = acc_x[4 * i + j];
-            dst[8] = acc_x[4 * i + 2 + j];
-          } else {
-            const float w = args.row_weight != nullptr ? __ldcg(args.row_weight + t.row0 + tok) : 1.0f;
-            __nv_bfloat16* dst = static_cast<__nv_bfloat16*>(args.out) + at;
-            dst[0] = __float2bfloat16_rn(acc_x[4 * i + j] * w);
-            dst[8] = __float2bfloat16_rn(acc_x[4 * i + 2 + j] * w);
-          }
-        }
-    } else {
-      float v[C::kAcc];
-#pragma unroll
-      for (int i = 0; i < C::kAcc; ++i) v[i] = silu_mul(acc_y[i], acc_x[i]);  // silu(x2) * x1
-      // amax per token column over this warp's 16 rows, then over the 8 consumer warps (shared memory).
-      float* xch = reinterpret_cast<float*>(smem + C::kOffXch) + parity * 8 * kNT;
-      const int cw = wgi * 4 + warp;  // consumer warp 0..7
-#pragma unroll
-      for (int i = 0; i < kNT / 8; ++i)
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          float m = fmaxf(fabsf(v[4 * i + j]), fabsf(v[4 * i + 2 + j]));
-#pragma unroll
-          for (int d = 4; d < 32; d <<= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, d));
-          if (lane < 4) xch[cw * kNT + 8 * i + 2 * quad + j] = m;
-        }
-      sm90::named_barrier_sync(1, 128 * C::kConsumers);
-#pragma unroll
-      for (int i = 0; i < kNT / 8; ++i)
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          const int tok = 8 * i + 2 * quad + j;
-          float amax = 0.0f;
-#pragma unroll
-          for (int w = 0; w < 8; ++w) amax = fmaxf(amax, xch[w * kNT + tok]);
-          if (tok >= t.rows) continue;
-          const BlockScale bs = e4m3_block_scale(amax);
-          const float inv = bs.inv;
-          uint8_t* dst = static_cast<uint8_t*>(args.out) + static_cast<size_t>(t.row0 + tok) * args.ldo + out_col;
-          uint8_t lo0, lo8;
-          dst[0] = e4m3_hi_lo(v[4 * i + j] * inv, lo0);
-          dst[8] = e4m3_hi_lo(v[4 * i + 2 + j] * inv, lo8);
-          if (args.lo_rows > 0) {
-            dst[static_cast<size_t>(args.lo_rows) * args.ldo] = lo0;
-            dst[static_cast<size_t>(args.lo_rows) * args.ldo + 8] = lo8;
-          }
-          if (cw == 0 && lane < 4)
-            args.out_scale[static_cast<size_t>(t.nu) * args.out_scale_ld + t.row0 + tok] = bs.scale;
-        }
-      parity ^= 1;  // the next unit writes the other buffer; its barrier orders this unit's reads before reuse
-    }
-  }
+  for (int u = blockIdx.x; u < units; u += gridDim.x)
+    swap_consume_unit<kNT, kEpi, kTBoxes, C>(args, unit_at(table, u / splits, kNT), u / splits, u % splits, splits,
+                                             rows_all, smem, base, table + 99, stage, phase, parity);
 }
 
 }  // namespace wg
