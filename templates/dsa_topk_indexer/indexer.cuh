@@ -287,6 +287,7 @@ struct Config {
   //   weights     64 fp32 head weights of the row
   //   page_scores GROUPS x HEAD_SPLIT x 64 fp32: each group's current page's per-head-split partial scores
   //   keys        max_pages x 64 u32: rank 0's order keys of the whole row (filled remotely)
+  //   table       max_pages i32: rank 0's copy of the row's block table (the select translates ids from it)
   static constexpr int kRingBytes = STAGES * kPageBytes;  // one group's
   static constexpr int kRingsBytes = GROUPS * kRingBytes;
   static constexpr int kPageScoresBytes = GROUPS * HEAD_SPLIT * kPageTokens * 4;
@@ -304,10 +305,15 @@ struct Config {
   __host__ __device__ static constexpr int keys_offset(int max_pages) {
     return page_scores_offset(max_pages) + kPageScoresBytes;
   }
+  __host__ __device__ static constexpr int table_offset(int max_pages) {
+    return keys_offset(max_pages) + max_pages * kPageTokens * 4;
+  }
   // Dynamic shared memory for a block table of `max_pages` columns.
   static constexpr size_t smem_bytes(int max_pages) {
-    return static_cast<size_t>(keys_offset(max_pages)) + static_cast<size_t>(max_pages) * kPageTokens * 4;
+    return static_cast<size_t>(table_offset(max_pages)) + static_cast<size_t>(max_pages) * 4;
   }
+  // Block-table entries each thread of rank 0 holds in registers while the row is scored.
+  static constexpr int kTableRegs = (kMaxRowTokens / kPageTokens + kThreads) / kThreads;
 };
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -351,59 +357,11 @@ score_select_kernel(const uint8_t* __restrict__ q,        // [B, 64, 128] e4m3
   int* out_row = out + static_cast<size_t>(b) * kTopK;
   const int* bt_row = block_table + static_cast<size_t>(b) * max_pages;
 
-  if (n <= kTopK) {  // uniform over the cluster: no scoring, no barrier
-    const int slice = kTopK / cluster_size;
-    emit_all_tokens(out_row, bt_row, n, rank * slice, (rank + 1) * slice, tid, kThreads);
-    return;
-  }
-
-  uint8_t* rings = smem;  // the reused region
-  uint32_t* hist = reinterpret_cast<uint32_t*>(smem + Cfg::hist_offset(max_pages));
-  SelectScratch* scratch = reinterpret_cast<SelectScratch*>(smem + Cfg::scratch_offset(max_pages));
-  float* head_weights = reinterpret_cast<float*>(smem + Cfg::weights_offset(max_pages));
-  float* page_scores = reinterpret_cast<float*>(smem + Cfg::page_scores_offset(max_pages));
-  uint32_t* keys = reinterpret_cast<uint32_t*>(smem + Cfg::keys_offset(max_pages));
-  uint32_t* hist_rank0 = cluster.map_shared_rank(hist, 0);
-  uint32_t* keys_rank0 = cluster.map_shared_rank(keys, 0);
-
-  // Rank 0 clears the histogram the whole cluster counts into; the handshake barrier publishes it and also
-  // guarantees that every CTA of the cluster runs before anybody touches rank 0's shared memory.
-  if (rank == 0) {
-    for (int e = tid; e < kHistBins; e += kThreads) hist[e] = 0;
-  }
-  cluster_arrive_release();
-
-  const int npages = (n + kPageTokens - 1) / kPageTokens;
-  const int pages_per_cta = (npages + cluster_size - 1) / cluster_size;
-  const int page_begin = min(npages, rank * pages_per_cta);
-  const int my_pages = min(npages, page_begin + pages_per_cta) - page_begin;
-
-  // Group `group` scores the CTA's pages group, group + GROUPS, ...: its i-th lands in slot i % STAGES of its
-  // ring. An empty cp.async group keeps the wait counts uniform.
+  // Loads that need only b and the thread go out before seq_len is back (one memory latency instead of two or
+  // three in a row): q as f16 fragments, the head weights, the table entries of this group's first pages (pages
+  // are dealt round-robin over the cluster, so which ones does not depend on n) and rank 0's copy of the whole
+  // table row. A CTA of a short row wastes them (8 KB).
   const int group = tid / kGroupThreads, gtid = tid % kGroupThreads;
-  const int group_pages = my_pages > group ? (my_pages - group + GROUPS - 1) / GROUPS : 0;
-  uint8_t* ring = rings + group * Cfg::kRingBytes;
-  float* group_scores = page_scores + group * HEAD_SPLIT * kPageTokens;
-  auto issue_page = [&](int i) {
-    if (i < group_pages) {
-      const uint8_t* src = k_cache + static_cast<size_t>(bt_row[page_begin + group + i * GROUPS]) * kPageBytes;
-      uint8_t* dst = ring + (i % STAGES) * kPageBytes;
-      for (int c = gtid; c < kChunksPerPage; c += kGroupThreads)
-        sm90::cp_async_16(sm90::smem_u32(dst + 16 * c), src + 16 * c);
-    }
-    cp_async_commit();
-  };
-  auto group_sync = [&] {
-    if constexpr (GROUPS == 1) {
-      __syncthreads();
-    } else {
-      sm90::named_barrier_sync(1 + group, kGroupThreads);
-    }
-  };
-#pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) issue_page(s);
-
-  // Warp roles: 16-token tile `tile` of every page, heads [head_base, head_base + 64 / HEAD_SPLIT).
   const int warp = gtid >> 5, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;
   const int tile = warp % kTilesPerPage;
@@ -427,14 +385,79 @@ score_select_kernel(const uint8_t* __restrict__ q,        // [B, 64, 128] e4m3
       q_frag[j][s][1] = e4m3x2_to_f16x2(words[s] >> 16);
     }
   }
+  const float head_weight = tid < kHeads ? __ldg(weights + static_cast<size_t>(b) * kHeads + tid) : 0.f;
+  // Group `group` scores this CTA's pages group, group + GROUPS, ... (the CTA's j-th page is rank + j x cluster
+  // size): its i-th lands in slot i % STAGES of its ring.
+  auto page_of = [&](int i) { return rank + (group + i * GROUPS) * cluster_size; };
+  int first_pages[STAGES - 1];
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) first_pages[s] = page_of(s) < max_pages ? __ldg(bt_row + page_of(s)) : 0;
+  int table_regs[Cfg::kTableRegs];
+#pragma unroll
+  for (int r = 0; r < Cfg::kTableRegs; ++r) {
+    const int column = tid + r * kThreads;
+    table_regs[r] = rank == 0 && column < max_pages ? __ldg(bt_row + column) : 0;
+  }
+
+  if (n <= kTopK) {  // uniform over the cluster: no scoring, no barrier
+    const int slice = kTopK / cluster_size;
+    emit_all_tokens(out_row, bt_row, n, rank * slice, (rank + 1) * slice, tid, kThreads);
+    return;
+  }
+
+  uint8_t* rings = smem;  // the reused region
+  uint32_t* hist = reinterpret_cast<uint32_t*>(smem + Cfg::hist_offset(max_pages));
+  SelectScratch* scratch = reinterpret_cast<SelectScratch*>(smem + Cfg::scratch_offset(max_pages));
+  float* head_weights = reinterpret_cast<float*>(smem + Cfg::weights_offset(max_pages));
+  float* page_scores = reinterpret_cast<float*>(smem + Cfg::page_scores_offset(max_pages));
+  uint32_t* keys = reinterpret_cast<uint32_t*>(smem + Cfg::keys_offset(max_pages));
+  uint32_t* hist_rank0 = cluster.map_shared_rank(hist, 0);
+  uint32_t* keys_rank0 = cluster.map_shared_rank(keys, 0);
+
+  // Rank 0 clears the histogram the whole cluster counts into; the handshake barrier publishes it and also
+  // guarantees that every CTA of the cluster runs before anybody touches rank 0's shared memory.
+  if (rank == 0) {
+    for (int e = tid; e < kHistBins; e += kThreads) hist[e] = 0;
+  }
+  cluster_arrive_release();
+
+  const int npages = (n + kPageTokens - 1) / kPageTokens;
+  const int my_pages = npages > rank ? (npages - rank + cluster_size - 1) / cluster_size : 0;
+  const int group_pages = my_pages > group ? (my_pages - group + GROUPS - 1) / GROUPS : 0;
+  uint8_t* ring = rings + group * Cfg::kRingBytes;
+  float* group_scores = page_scores + group * HEAD_SPLIT * kPageTokens;
+  // The group's i-th page (table entry `page`) into its ring slot; an empty cp.async group keeps the wait counts
+  // uniform.
+  auto issue_page = [&](int i, int page) {
+    if (i < group_pages) {
+      const uint8_t* src = k_cache + static_cast<size_t>(page) * kPageBytes;
+      uint8_t* dst = ring + (i % STAGES) * kPageBytes;
+      for (int c = gtid; c < kChunksPerPage; c += kGroupThreads)
+        sm90::cp_async_16(sm90::smem_u32(dst + 16 * c), src + 16 * c);
+    }
+    cp_async_commit();
+  };
+  auto group_sync = [&] {
+    if constexpr (GROUPS == 1) {
+      __syncthreads();
+    } else {
+      sm90::named_barrier_sync(1 + group, kGroupThreads);
+    }
+  };
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) issue_page(s, first_pages[s]);
+
+  // Warp roles: 16-token tile `tile` of every page, heads [head_base, head_base + 64 / HEAD_SPLIT).
+
   // Head weights wait in shared memory (registers go to the q fragments).
-  for (int h = tid; h < kHeads; h += kThreads) head_weights[h] = __ldg(weights + static_cast<size_t>(b) * kHeads + h);
+  if (tid < kHeads) head_weights[tid] = head_weight;
   __syncthreads();  // publishes them to every group (the cluster handshake's arrive came before they were written)
 
   cluster_wait_acquire();
 
   for (int i = 0; i < group_pages; ++i) {
-    issue_page(i + STAGES - 1);  // into the slot of page i - 1, released by the barrier after its scoring
+    const int ahead = i + STAGES - 1;  // into the slot of page i - 1, released by the barrier after its scoring
+    issue_page(ahead, ahead < group_pages ? bt_row[page_of(ahead)] : 0);
     cp_async_wait<STAGES - 1>();  // this thread's chunks of page i have landed
     group_sync();                 // ... and the whole group's
 
@@ -482,7 +505,7 @@ score_select_kernel(const uint8_t* __restrict__ q,        // [B, 64, 128] e4m3
 
     // One thread per token: fixed-order sum of the head-split partials, then the key and its first-digit count
     // go to rank 0. (The partials are rewritten only after the next iteration's first barrier.)
-    const int position = (page_begin + group + i * GROUPS) * kPageTokens + gtid;
+    const int position = page_of(i) * kPageTokens + gtid;
     if (gtid < kPageTokens && position < n) {
       float score = group_scores[gtid];
 #pragma unroll
@@ -493,12 +516,19 @@ score_select_kernel(const uint8_t* __restrict__ q,        // [B, 64, 128] e4m3
     }
   }
   cp_async_wait<0>();  // only empty groups can remain
+  int* table = reinterpret_cast<int*>(smem + Cfg::table_offset(max_pages));
+  if (rank == 0) {
+#pragma unroll
+    for (int r = 0; r < Cfg::kTableRegs; ++r)
+      if (tid + r * kThreads < max_pages) table[tid + r * kThreads] = table_regs[r];
+  }
 
   // Every key of the row, and the first-digit histogram, are in rank 0 once all threads of the cluster have
   // passed this barrier.
   cluster_arrive_release();
   cluster_wait_acquire();
   if (rank != 0) return;
+  bt_row = table;  // ids are translated from shared memory: one global round trip per emitted id was ~2 us
 
   // The threshold digit, then one pass: ids above it to the output, keys at it to the candidate list (both in
   // position order, at offsets from one block scan; 16 + 16 packed bits: at most 2048 above, n < 65536 at it).
