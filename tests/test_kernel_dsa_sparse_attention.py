@@ -110,10 +110,15 @@ def test_package_config():
 
 SLOW = pytest.mark.slow
 FUSED = {**RENDER["params"], "MERGE": 1, "QK_CHAINS": 2}
+TWO_KERNELS = {**RENDER["params"], "MERGE": 0, "PDL": 1}
+CLUSTER = {**RENDER["params"], "MERGE": 2}
 VARIANTS = [pytest.param(RENDER["params"], id="rendered"),
             pytest.param(FUSED, id="fused-merge-chains2"),
-            pytest.param({**RENDER["params"], "BLOCK_N": 32, "STAGES": 4}, id="block32-stages4", marks=SLOW),
-            pytest.param({**RENDER["params"], "NUM_WARPS": 8, "PDL": 0}, id="warps8-nopdl", marks=SLOW),
+            pytest.param(TWO_KERNELS, id="two-kernels"),
+            pytest.param({**CLUSTER, "BLOCK_N": 32, "QK_CHAINS": 2}, id="cluster-block32-chains2"),
+            pytest.param({**CLUSTER, "NUM_WARPS": 8}, id="cluster-warps8", marks=SLOW),
+            pytest.param({**TWO_KERNELS, "BLOCK_N": 32, "STAGES": 4}, id="block32-stages4", marks=SLOW),
+            pytest.param({**TWO_KERNELS, "NUM_WARPS": 8, "PDL": 0}, id="warps8-nopdl", marks=SLOW),
             pytest.param({**FUSED, "BLOCK_N": 32, "STAGES": 4}, id="fused-block32-stages4", marks=SLOW),
             pytest.param({**FUSED, "NUM_WARPS": 8}, id="fused-warps8", marks=SLOW)]
 
@@ -132,7 +137,7 @@ def test_kernels_compile_for_sm90a_without_spills(tmp_path, params):
     kernels = re.findall(r"Compiling entry function '(\w+)'", proc.stderr)
     spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", proc.stderr)
     registers = [int(r) for r in re.findall(r"Used (\d+) registers", proc.stderr)]
-    expected = 1 if params["MERGE"] else 2   # split kernel (+ merge kernel unless merged in-kernel)
+    expected = 1 if params["MERGE"] else 2   # one kernel (+ the merge kernel when MERGE = 0)
     assert len(kernels) == expected and len(spills) == expected and len(registers) == expected, proc.stderr
     assert all(s == ("0", "0") for s in spills), proc.stderr
     assert max(registers) <= 255

@@ -1,4 +1,4 @@
-// Torch binding: checks shapes and dtypes, allocates the split workspace, launches on the current stream.
+// Torch binding: checks shapes and dtypes, allocates the split workspace (if any), launches on the current stream.
 // No synchronisation and no data read back: the launched kernels depend on shapes only.
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -47,7 +47,9 @@ void forward(const at::Tensor& q_nope, const at::Tensor& q_pe, const at::Tensor&
     C10_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device.index()));
     const int splits = dsa_attention_splits(static_cast<int>(tokens), num_sms);
     const int64_t part_rows = tokens * splits * 16;
-    at::Tensor workspace = at::empty({part_rows * (512 + 1)}, q_nope.options().dtype(at::kFloat));
+    at::Tensor workspace;
+    if (dsa_attention_needs_workspace())
+        workspace = at::empty({part_rows * (512 + 1)}, q_nope.options().dtype(at::kFloat));
 
     DsaAttentionParams params{};
     params.q_nope = q_nope.data_ptr();
@@ -60,8 +62,8 @@ void forward(const at::Tensor& q_nope, const at::Tensor& q_pe, const at::Tensor&
     params.num_tokens = static_cast<int>(tokens);
     params.splits = splits;
     params.total_rows = pages * 64;
-    params.partial_out = workspace.data_ptr<float>();
-    params.partial_lse = params.partial_out + part_rows * 512;
+    params.partial_out = workspace.defined() ? workspace.data_ptr<float>() : nullptr;
+    params.partial_lse = workspace.defined() ? params.partial_out + part_rows * 512 : nullptr;
     params.output = output.data_ptr();
     params.lse = lse.data_ptr<float>();
     const cudaError_t err = dsa_attention_launch(params, c10::cuda::getCurrentCUDAStream().stream());

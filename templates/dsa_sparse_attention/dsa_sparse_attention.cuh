@@ -46,8 +46,10 @@ constexpr int kRowStride = kDimQk + 8;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kNegInf = -__builtin_huge_valf();
 
-template <int BLOCK_N, int STAGES, int NUM_WARPS>
-struct SplitConfig {
+// Geometry of one tile of BLOCK_N gathered rows over NUM_WARPS warps (shared by both kernels).
+template <int BLOCK_N, int NUM_WARPS>
+struct TileConfig {
+    static constexpr int kBlockN = BLOCK_N;
     static constexpr int kThreads = NUM_WARPS * 32;
     static constexpr int kRowsPerWarp = BLOCK_N / NUM_WARPS;   // QK: each warp scores its own rows of the tile
     static constexpr int kQkTiles = kRowsPerWarp / 8;          // n8 tiles per warp in QK
@@ -56,15 +58,20 @@ struct SplitConfig {
     static constexpr int kPStride = BLOCK_N + 8;               // probabilities [16][BLOCK_N] bf16, padded
     static_assert(kRowsPerWarp % 8 == 0 && kQkTiles >= 1 && kQkTiles <= 2,
                   "BLOCK_N / NUM_WARPS must be 8 or 16 rows per warp");
-    static_assert(BLOCK_N % 16 == 0, "BLOCK_N must be a multiple of the MMA K (16)");
+    static_assert(BLOCK_N % 16 == 0 && BLOCK_N <= 64, "BLOCK_N must be a multiple of the MMA K (16), at most 64");
     static_assert(kPvTiles % 2 == 0, "value dims per warp must be a multiple of 16");
+};
+
+template <int BLOCK_N, int STAGES, int NUM_WARPS>
+struct SplitConfig : TileConfig<BLOCK_N, NUM_WARPS> {
+    using Tile = TileConfig<BLOCK_N, NUM_WARPS>;
     static_assert(STAGES >= 2, "the pipeline needs two stages at least");
 
     static constexpr int kQOffset = 0;
     static constexpr int kKvOffset = kQOffset + kHeads * kRowStride * 2;
     static constexpr int kStageBytes = BLOCK_N * kRowStride * 2;
     static constexpr int kPOffset = kKvOffset + STAGES * kStageBytes;
-    static constexpr int kMaxOffset = kPOffset + kHeads * kPStride * 2;   // per-warp row maxima [NUM_WARPS][16]
+    static constexpr int kMaxOffset = kPOffset + kHeads * Tile::kPStride * 2;   // per-warp row maxima [NUM_WARPS][16]
     static constexpr int kSumOffset = kMaxOffset + NUM_WARPS * kHeads * 4; // per-warp row sums [NUM_WARPS][16]
     static constexpr int kCountOffset = kSumOffset + NUM_WARPS * kHeads * 4;
     static constexpr int kIdxOffset = kCountOffset + ((NUM_WARPS * 4 + 15) / 16) * 16;
@@ -89,6 +96,14 @@ using sm90::ldmatrix_x2;
 using sm90::ldmatrix_x4;
 using sm90::ldmatrix_x4_trans;
 using sm90::smem_u32;
+using sm90::bulk_load;
+using sm90::cluster_arrive_release;
+using sm90::cluster_wait_acquire;
+using sm90::mbar_arrive;
+using sm90::mbar_arrive_expect_tx;
+using sm90::mbar_fence_init;
+using sm90::mbar_init;
+using sm90::mbar_wait;
 
 // D += A (16x16 bf16, row) * B (16x8 bf16, col), fp32 accumulators.
 __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
@@ -116,6 +131,178 @@ __device__ __forceinline__ void pdl_launch_dependents() {
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 }
 __device__ __forceinline__ void pdl_wait_primary() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+
+// ---- tile math (both kernels) ------------------------------------------------------------------------------------
+
+// Per-lane ldmatrix addresses (bytes). QK: A = query rows (heads), B = this warp's key rows of a tile. PV: A =
+// probabilities [16][BLOCK_N], B = value rows (tile rows = k) x this warp's dims (= n), transposed.
+template <class Cfg>
+struct LaneAddrs {
+    uint32_t q, key_off, p, val_off;
+    __device__ __forceinline__ LaneAddrs(const __nv_bfloat16* sQ, const __nv_bfloat16* sP) {
+        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+        q = smem_u32(sQ + (lane % 16) * kRowStride + (lane / 16) * 8);
+        const int key_row =
+            Cfg::kQkTiles == 2 ? warp * 16 + (lane & 7) + ((lane >> 4) << 3) : warp * 8 + (lane & 7);
+        key_off = (key_row * kRowStride + ((lane >> 3) & 1) * 8) * 2;
+        p = smem_u32(sP + (lane % 16) * Cfg::kPStride + (lane / 16) * 8);
+        val_off = (((lane & 7) + ((lane >> 3) & 1) * 8) * kRowStride + warp * Cfg::kDimsPerWarp + (lane >> 4) * 8) * 2;
+    }
+};
+
+// A thread's share of the online softmax: output accumulators of its value dims for heads group / group + 8
+// (MMA fragment rows), the running max of scaled (base-2) logits and its share of the running sum of 2^(logit - max).
+template <class Cfg>
+struct SoftmaxState {
+    float acc_o[Cfg::kPvTiles][4];
+    float row_max[2] = {kNegInf, kNegInf};
+    float row_sum[2] = {0.f, 0.f};
+    __device__ __forceinline__ SoftmaxState() {
+#pragma unroll
+        for (int t = 0; t < Cfg::kPvTiles; ++t) acc_o[t][0] = acc_o[t][1] = acc_o[t][2] = acc_o[t][3] = 0.f;
+    }
+    // After the last tile: the full row sums (the quad's lanes, then the warps: each warp summed different rows of
+    // the tiles) through sSum [NUM_WARPS][16], then per fragment row 1 / sum and the base-2 lse (0 and -inf for a
+    // row without any valid key). Contains a __syncthreads.
+    __device__ __forceinline__ void finish(float* sSum, float (&inv)[2], float (&lse)[2]) {
+        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = lane / 4, quad = lane % 4;
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 1);
+            row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 2);
+        }
+        if (quad == 0) {
+            sSum[warp * kHeads + group] = row_sum[0];
+            sSum[warp * kHeads + group + 8] = row_sum[1];
+        }
+        __syncthreads();
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            float total = 0.f;
+#pragma unroll
+            for (int w = 0; w < Cfg::kThreads / 32; ++w) total += sSum[w * kHeads + group + r * 8];
+            inv[r] = total > 0.f ? 1.f / total : 0.f;
+            lse[r] = total > 0.f ? row_max[r] + log2f(total) : kNegInf;
+        }
+    }
+};
+
+// One tile of BLOCK_N gathered rows at `stage` (bit r of `valid` set: row r holds a key; rows without it must be
+// finite, e.g. zero-filled, as their probability 0 still multiplies them in PV): S = Q K^T scaled to base 2 (36
+// k-steps over the 576 dims; a warp whose rows are all invalid skips them), the online-softmax update, then
+// O += P V over the 16-row steps that hold a valid row. Two __syncthreads (the tile's row maxima across warps, the
+// probabilities in sP); a caller that reuses `stage` afterwards needs one more.
+template <class Cfg, int QK_CHAINS>
+__device__ __forceinline__ void attend_tile(const LaneAddrs<Cfg>& addr, uint32_t stage, uint64_t valid,
+                                            float scale_log2, __nv_bfloat16* sP, float* sMax,
+                                            SoftmaxState<Cfg>& st) {
+    static_assert(QK_CHAINS == 1 || QK_CHAINS == 2, "QK_CHAINS must be 1 or 2");
+    constexpr int kWarps = Cfg::kThreads / 32;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = lane / 4, quad = lane % 4;
+    const uint64_t warp_rows = (1ull << Cfg::kRowsPerWarp) - 1ull;
+    const bool warp_has_rows = ((valid >> (warp * Cfg::kRowsPerWarp)) & warp_rows) != 0;
+    // With QK_CHAINS = 2, odd k-steps accumulate separately: two dependent MMA chains of 18 instead of one of 36.
+    float acc_s[Cfg::kQkTiles][4], acc_odd[Cfg::kQkTiles][4];
+#pragma unroll
+    for (int j = 0; j < Cfg::kQkTiles; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc_s[j][e] = acc_odd[j][e] = 0.f;
+    }
+    if (warp_has_rows) {
+#pragma unroll
+        for (int ks = 0; ks < kDimQk / 16; ++ks) {
+            float (&acc)[Cfg::kQkTiles][4] = (QK_CHAINS == 2 && (ks & 1)) ? acc_odd : acc_s;
+            uint32_t a[4];
+            ldmatrix_x4(a, addr.q + ks * 32);
+            if constexpr (Cfg::kQkTiles == 2) {
+                uint32_t b[4];
+                ldmatrix_x4(b, stage + addr.key_off + ks * 32);
+                mma_bf16(acc[0], a, b[0], b[1]);
+                mma_bf16(acc[1], a, b[2], b[3]);
+            } else {
+                uint32_t b[2];
+                ldmatrix_x2(b, stage + addr.key_off + ks * 32);
+                mma_bf16(acc[0], a, b[0], b[1]);
+            }
+        }
+        if constexpr (QK_CHAINS == 2) {
+#pragma unroll
+            for (int j = 0; j < Cfg::kQkTiles; ++j) {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc_s[j][e] += acc_odd[j][e];
+            }
+        }
+    }
+
+    // Scale to base 2, mask invalid rows, and find the tile's row maxima across warps.
+    float tile_max[2] = {kNegInf, kNegInf};
+#pragma unroll
+    for (int j = 0; j < Cfg::kQkTiles; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int col = warp * Cfg::kRowsPerWarp + j * 8 + quad * 2 + (e & 1);
+            const float v = (valid >> col) & 1ull ? acc_s[j][e] * scale_log2 : kNegInf;
+            acc_s[j][e] = v;
+            tile_max[e >> 1] = fmaxf(tile_max[e >> 1], v);
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+    }
+    if (quad == 0) {
+        sMax[warp * kHeads + group] = tile_max[0];
+        sMax[warp * kHeads + group + 8] = tile_max[1];
+    }
+    __syncthreads();
+
+    // Online softmax: every warp derives the same new max per row, so their rescalings agree.
+    float offset[2], alpha[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        float m = st.row_max[r];
+#pragma unroll
+        for (int w = 0; w < kWarps; ++w) m = fmaxf(m, sMax[w * kHeads + group + r * 8]);
+        offset[r] = m == kNegInf ? 0.f : m;             // a row with nothing valid yet keeps p = 0, no NaN
+        alpha[r] = fast_exp2(st.row_max[r] - offset[r]);  // 0 on the first valid tile (row_max = -inf)
+        st.row_max[r] = m;
+        st.row_sum[r] *= alpha[r];
+    }
+#pragma unroll
+    for (int j = 0; j < Cfg::kQkTiles; ++j) {
+        const float p0 = fast_exp2(acc_s[j][0] - offset[0]), p1 = fast_exp2(acc_s[j][1] - offset[0]);
+        const float p2 = fast_exp2(acc_s[j][2] - offset[1]), p3 = fast_exp2(acc_s[j][3] - offset[1]);
+        st.row_sum[0] += p0 + p1;
+        st.row_sum[1] += p2 + p3;
+        const int col = warp * Cfg::kRowsPerWarp + j * 8 + quad * 2;
+        *reinterpret_cast<uint32_t*>(sP + group * Cfg::kPStride + col) = pack_bf16x2(p0, p1);
+        *reinterpret_cast<uint32_t*>(sP + (group + 8) * Cfg::kPStride + col) = pack_bf16x2(p2, p3);
+    }
+#pragma unroll
+    for (int t = 0; t < Cfg::kPvTiles; ++t) {
+        st.acc_o[t][0] *= alpha[0];
+        st.acc_o[t][1] *= alpha[0];
+        st.acc_o[t][2] *= alpha[1];
+        st.acc_o[t][3] *= alpha[1];
+    }
+    __syncthreads();  // all probabilities of the tile are in sP
+
+    // O += P V, 16 rows at a time (steps without a valid row skipped), for this warp's value dims.
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk) {
+        if (((valid >> (kk * 16)) & 0xffffull) == 0) continue;
+        uint32_t a[4];
+        ldmatrix_x4(a, addr.p + kk * 32);
+#pragma unroll
+        for (int t = 0; t < Cfg::kPvTiles; t += 2) {
+            uint32_t b[4];
+            ldmatrix_x4_trans(b, stage + addr.val_off + kk * 16 * kRowStride * 2 + t * 16);
+            mma_bf16(st.acc_o[t], a, b[0], b[1]);
+            mma_bf16(st.acc_o[t + 1], a, b[2], b[3]);
+        }
+    }
+}
 
 // ---- split kernel pieces -----------------------------------------------------------------------------------------
 
@@ -333,21 +520,8 @@ __global__ void __launch_bounds__(NUM_WARPS * 32, 1) dsa_attention_split_kernel(
 
     const float scale_log2 = (p.scale_ptr != nullptr ? *p.scale_ptr : p.scale) * kLog2e;
 
-    // Per-lane ldmatrix addresses (bytes). QK: A = query rows (heads), B = this warp's key rows of the tile.
-    const uint32_t q_addr = smem_u32(sQ + (lane % 16) * kRowStride + (lane / 16) * 8);
-    const int key_row = Cfg::kQkTiles == 2 ? warp * 16 + (lane & 7) + ((lane >> 4) << 3) : warp * 8 + (lane & 7);
-    const uint32_t key_off = (key_row * kRowStride + ((lane >> 3) & 1) * 8) * 2;
-    // PV: A = probabilities [16][BLOCK_N], B = value rows (tile rows = k) x this warp's dims (= n), transposed.
-    const uint32_t p_addr = smem_u32(sP + (lane % 16) * Cfg::kPStride + (lane / 16) * 8);
-    const uint32_t val_off =
-        (((lane & 7) + ((lane >> 3) & 1) * 8) * kRowStride + warp * Cfg::kDimsPerWarp + (lane >> 4) * 8) * 2;
-
-    float acc_o[Cfg::kPvTiles][4];
-#pragma unroll
-    for (int t = 0; t < Cfg::kPvTiles; ++t) acc_o[t][0] = acc_o[t][1] = acc_o[t][2] = acc_o[t][3] = 0.f;
-    float row_max[2] = {kNegInf, kNegInf};   // running max of scaled (base-2) logits, rows group / group + 8
-    float row_sum[2] = {0.f, 0.f};           // this thread's share of the running sum of 2^(logit - max)
-
+    const LaneAddrs<Cfg> addrs(sQ, sP);
+    SoftmaxState<Cfg> state;
     for (int tile = 0; tile < tiles; ++tile) {
         if (tile == 0) cp_async_wait<STAGES - 1>(); else cp_async_wait<STAGES - 2>();
         __syncthreads();  // tile visible to all warps; all warps are done with the previous tile's stage
@@ -358,142 +532,21 @@ __global__ void __launch_bounds__(NUM_WARPS * 32, 1) dsa_attention_split_kernel(
                                                  sKv + ((tile - 1) % STAGES) * BLOCK_N * kRowStride);
             cp_async_commit();
         }
-        const uint32_t stage_addr = smem_u32(sKv + (tile % STAGES) * BLOCK_N * kRowStride);
-
-        // S = Q K^T for this warp's rows of the tile: 36 k-steps over the 576 dims (none if all its rows are past
-        // the valid count, as in the last tile of a split).
-        const int first = tile * BLOCK_N;
-        const bool warp_has_rows = first + warp * Cfg::kRowsPerWarp < count;
-        // With QK_CHAINS = 2, odd k-steps accumulate separately: two dependent MMA chains of 18 instead of one of 36.
-        float acc_s[Cfg::kQkTiles][4], acc_odd[Cfg::kQkTiles][4];
-#pragma unroll
-        for (int j = 0; j < Cfg::kQkTiles; ++j) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc_s[j][e] = acc_odd[j][e] = 0.f;
-        }
-        if (warp_has_rows) {
-#pragma unroll
-            for (int ks = 0; ks < kDimQk / 16; ++ks) {
-                float (&acc)[Cfg::kQkTiles][4] = (QK_CHAINS == 2 && (ks & 1)) ? acc_odd : acc_s;
-                uint32_t a[4];
-                ldmatrix_x4(a, q_addr + ks * 32);
-                if constexpr (Cfg::kQkTiles == 2) {
-                    uint32_t b[4];
-                    ldmatrix_x4(b, stage_addr + key_off + ks * 32);
-                    mma_bf16(acc[0], a, b[0], b[1]);
-                    mma_bf16(acc[1], a, b[2], b[3]);
-                } else {
-                    uint32_t b[2];
-                    ldmatrix_x2(b, stage_addr + key_off + ks * 32);
-                    mma_bf16(acc[0], a, b[0], b[1]);
-                }
-            }
-            if constexpr (QK_CHAINS == 2) {
-#pragma unroll
-                for (int j = 0; j < Cfg::kQkTiles; ++j) {
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) acc_s[j][e] += acc_odd[j][e];
-                }
-            }
-        }
-
-        // Scale to base 2, mask rows past the valid count, and find the tile's row maxima across warps.
-        float tile_max[2] = {kNegInf, kNegInf};
-#pragma unroll
-        for (int j = 0; j < Cfg::kQkTiles; ++j) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int col = warp * Cfg::kRowsPerWarp + j * 8 + quad * 2 + (e & 1);
-                const float v = first + col < count ? acc_s[j][e] * scale_log2 : kNegInf;
-                acc_s[j][e] = v;
-                tile_max[e >> 1] = fmaxf(tile_max[e >> 1], v);
-            }
-        }
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
-            tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-        }
-        if (quad == 0) {
-            sMax[warp * kHeads + group] = tile_max[0];
-            sMax[warp * kHeads + group + 8] = tile_max[1];
-        }
-        __syncthreads();
-
-        // Online softmax: every warp derives the same new max per row, so their rescalings agree.
-        float offset[2], alpha[2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            float m = row_max[r];
-#pragma unroll
-            for (int w = 0; w < NUM_WARPS; ++w) m = fmaxf(m, sMax[w * kHeads + group + r * 8]);
-            offset[r] = m == kNegInf ? 0.f : m;          // a row with nothing valid yet keeps p = 0, no NaN
-            alpha[r] = fast_exp2(row_max[r] - offset[r]);  // 0 on the first valid tile (row_max = -inf)
-            row_max[r] = m;
-            row_sum[r] *= alpha[r];
-        }
-#pragma unroll
-        for (int j = 0; j < Cfg::kQkTiles; ++j) {
-            const float p0 = fast_exp2(acc_s[j][0] - offset[0]), p1 = fast_exp2(acc_s[j][1] - offset[0]);
-            const float p2 = fast_exp2(acc_s[j][2] - offset[1]), p3 = fast_exp2(acc_s[j][3] - offset[1]);
-            row_sum[0] += p0 + p1;
-            row_sum[1] += p2 + p3;
-            const int col = warp * Cfg::kRowsPerWarp + j * 8 + quad * 2;
-            *reinterpret_cast<uint32_t*>(sP + group * Cfg::kPStride + col) = pack_bf16x2(p0, p1);
-            *reinterpret_cast<uint32_t*>(sP + (group + 8) * Cfg::kPStride + col) = pack_bf16x2(p2, p3);
-        }
-#pragma unroll
-        for (int t = 0; t < Cfg::kPvTiles; ++t) {
-            acc_o[t][0] *= alpha[0];
-            acc_o[t][1] *= alpha[0];
-            acc_o[t][2] *= alpha[1];
-            acc_o[t][3] *= alpha[1];
-        }
-        __syncthreads();  // all probabilities of the tile are in sP
-
-        // O += P V over the tile's valid rows (16 at a time), for this warp's value dims.
-        const int pv_steps = min(BLOCK_N, count - first + 15) / 16;
-#pragma unroll
-        for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
-            if (kk >= pv_steps) break;
-            uint32_t a[4];
-            ldmatrix_x4(a, p_addr + kk * 32);
-#pragma unroll
-            for (int t = 0; t < Cfg::kPvTiles; t += 2) {
-                uint32_t b[4];
-                ldmatrix_x4_trans(b, stage_addr + val_off + kk * 16 * kRowStride * 2 + t * 16);
-                mma_bf16(acc_o[t], a, b[0], b[1]);
-                mma_bf16(acc_o[t + 1], a, b[2], b[3]);
-            }
-        }
+        const int valid = count - tile * BLOCK_N;   // the compacted list: the tile's first `valid` rows
+        attend_tile<Cfg, QK_CHAINS>(addrs, smem_u32(sKv + (tile % STAGES) * BLOCK_N * kRowStride),
+                                    valid >= 64 ? ~0ull : (1ull << valid) - 1ull, scale_log2, sP, sMax, state);
     }
     cp_async_wait_all();  // only empty groups (or, with no tile, the query) can still be pending
-
-    // Row sums: the quad's lanes, then the warps (each warp summed different rows of the tiles).
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 1);
-        row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 2);
-    }
-    if (quad == 0) {
-        sSum[warp * kHeads + group] = row_sum[0];
-        sSum[warp * kHeads + group + 8] = row_sum[1];
-    }
-    __syncthreads();
+    float inv[2], lse[2];
+    state.finish(sSum, inv, lse);
     // With one split per token in the fused kernel, this CTA holds the whole token: it writes the final output and
     // lse (part_row is then the token's lse row) and nothing is merged.
     const bool direct = FUSED && splits == 1;
     const size_t part_row = (static_cast<size_t>(token) * splits + split) * kHeads;
     float* lse_rows = direct ? p.lse : p.partial_lse;
-    float inv[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        float total = 0.f;
-#pragma unroll
-        for (int w = 0; w < NUM_WARPS; ++w) total += sSum[w * kHeads + group + r * 8];
-        inv[r] = total > 0.f ? 1.f / total : 0.f;
-        if (warp == 0 && quad == 0)
-            lse_rows[part_row + group + r * 8] = total > 0.f ? row_max[r] + log2f(total) : kNegInf;
+    if (warp == 0 && quad == 0) {
+        lse_rows[part_row + group] = lse[0];
+        lse_rows[part_row + group + 8] = lse[1];
     }
     if (direct) {
         auto* out0 = static_cast<__nv_bfloat16*>(p.output) + (part_row + group) * kDimCkv +
@@ -501,8 +554,8 @@ __global__ void __launch_bounds__(NUM_WARPS * 32, 1) dsa_attention_split_kernel(
         auto* out1 = out0 + 8 * kDimCkv;
 #pragma unroll
         for (int t = 0; t < Cfg::kPvTiles; ++t) {
-            *reinterpret_cast<uint32_t*>(out0 + t * 8) = pack_bf16x2(acc_o[t][0] * inv[0], acc_o[t][1] * inv[0]);
-            *reinterpret_cast<uint32_t*>(out1 + t * 8) = pack_bf16x2(acc_o[t][2] * inv[1], acc_o[t][3] * inv[1]);
+            *reinterpret_cast<uint32_t*>(out0 + t * 8) = pack_bf16x2(state.acc_o[t][0] * inv[0], state.acc_o[t][1] * inv[0]);
+            *reinterpret_cast<uint32_t*>(out1 + t * 8) = pack_bf16x2(state.acc_o[t][2] * inv[1], state.acc_o[t][3] * inv[1]);
         }
         return;
     }
@@ -510,13 +563,178 @@ __global__ void __launch_bounds__(NUM_WARPS * 32, 1) dsa_attention_split_kernel(
     float* out1 = out0 + 8 * kDimCkv;
 #pragma unroll
     for (int t = 0; t < Cfg::kPvTiles; ++t) {
-        *reinterpret_cast<float2*>(out0 + t * 8) = make_float2(acc_o[t][0] * inv[0], acc_o[t][1] * inv[0]);
-        *reinterpret_cast<float2*>(out1 + t * 8) = make_float2(acc_o[t][2] * inv[1], acc_o[t][3] * inv[1]);
+        *reinterpret_cast<float2*>(out0 + t * 8) = make_float2(state.acc_o[t][0] * inv[0], state.acc_o[t][1] * inv[0]);
+        *reinterpret_cast<float2*>(out1 + t * 8) = make_float2(state.acc_o[t][2] * inv[1], state.acc_o[t][3] * inv[1]);
     }
     if constexpr (FUSED) {
         cooperative_groups::this_grid().sync();   // every partial of every token written and visible
         merge_slice<Cfg::kThreads>(p, token, split, smem + Cfg::kKvOffset);
     }
+}
+
+// ---- cluster kernel (MERGE = 2) ----------------------------------------------------------------------------------
+
+// One thread-block cluster of 16 CTAs per token (the largest cluster, non-portable): CTA r owns positions r, r + 16,
+// ..., i.e. 128 rows, all resident in shared memory at once, so there is no ring to recycle: every row's thread
+// issues its two bulk copies (1024 B of compressed KV + 128 B of RoPE key) right after its index arrives, each
+// BLOCK_N-row tile completes on its own mbarrier, and the tiles are attended in order as they land. Invalid
+// positions (-1 or out of range) are zero-filled rows with their valid bit clear. The CTA's normalised partial
+// output (fp32 [16][512]) and lse then stay in its shared memory; after a cluster barrier CTA r merges head r over
+// the 16 partials through distributed shared memory and writes it. No workspace, no grid barrier, no second launch.
+constexpr int kClusterSplits = 16;
+constexpr int kClusterRows = kTopK / kClusterSplits;   // 128
+
+template <int BLOCK_N, int NUM_WARPS>
+struct ClusterConfig : TileConfig<BLOCK_N, NUM_WARPS> {
+    using Tile = TileConfig<BLOCK_N, NUM_WARPS>;
+    static constexpr int kTiles = kClusterRows / BLOCK_N;
+    static_assert(kClusterRows % BLOCK_N == 0, "BLOCK_N must divide the 128 rows of a CTA");
+    static_assert(Tile::kThreads >= kClusterRows, "one thread per row issues its copies: at least 4 warps");
+
+    static constexpr int kQOffset = 0;
+    static constexpr int kKvOffset = kQOffset + kHeads * kRowStride * 2;
+    static constexpr int kPOffset = kKvOffset + kClusterRows * kRowStride * 2;
+    static constexpr int kMaxOffset = kPOffset + kHeads * Tile::kPStride * 2;
+    static constexpr int kSumOffset = kMaxOffset + NUM_WARPS * kHeads * 4;
+    static constexpr int kValidOffset = kSumOffset + NUM_WARPS * kHeads * 4;   // a valid-row ballot per 32 rows
+    static constexpr int kBarOffset = kValidOffset + kClusterRows / 8;         // query barrier, then one per tile
+    static constexpr int kSmemBytes = kBarOffset + 8 * (1 + kTiles);
+    static_assert(kValidOffset % 16 == 0 && kBarOffset % 8 == 0, "alignment of the ballots and barriers");
+    static_assert(kSmemBytes <= 227 * 1024, "the cluster kernel's rows do not fit 227 KB");
+    // After the tiles, the KV rows' space holds the partial output [16][512] fp32 and its lse [16].
+    static constexpr int kPartOffset = kKvOffset;
+    static constexpr int kPartLseOffset = kPartOffset + kHeads * kDimCkv * 4;
+    static_assert(kPartLseOffset + kHeads * 4 <= kPOffset, "the partial must fit the KV rows");
+};
+
+// Grid: 16 x tokens CTAs in clusters of 16 (x), NUM_WARPS * 32 threads, ClusterConfig::kSmemBytes bytes.
+template <int BLOCK_N, int NUM_WARPS, int QK_CHAINS>
+__global__ void __launch_bounds__(NUM_WARPS * 32, 1) dsa_attention_cluster_kernel(const DsaAttentionParams p) {
+    using Cfg = ClusterConfig<BLOCK_N, NUM_WARPS>;
+    namespace cg = cooperative_groups;
+    extern __shared__ __align__(128) uint8_t smem[];
+    __nv_bfloat16* sQ = reinterpret_cast<__nv_bfloat16*>(smem + Cfg::kQOffset);
+    __nv_bfloat16* sKv = reinterpret_cast<__nv_bfloat16*>(smem + Cfg::kKvOffset);
+    __nv_bfloat16* sP = reinterpret_cast<__nv_bfloat16*>(smem + Cfg::kPOffset);
+    float* sMax = reinterpret_cast<float*>(smem + Cfg::kMaxOffset);
+    float* sSum = reinterpret_cast<float*>(smem + Cfg::kSumOffset);
+    uint32_t* sValid = reinterpret_cast<uint32_t*>(smem + Cfg::kValidOffset);
+    float* sPart = reinterpret_cast<float*>(smem + Cfg::kPartOffset);
+    float* sPartLse = reinterpret_cast<float*>(smem + Cfg::kPartLseOffset);
+    const uint32_t q_bar = smem_u32(smem + Cfg::kBarOffset);
+    auto tile_bar = [&](int tile) { return q_bar + 8u * (1 + tile); };
+
+    const cg::cluster_group cluster = cg::this_cluster();
+    const int rank = static_cast<int>(cluster.block_rank());
+    const int token = blockIdx.x / kClusterSplits;
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, group = lane / 4, quad = lane % 4;
+    const auto* ckv = static_cast<const __nv_bfloat16*>(p.ckv_cache);
+    const auto* kpe = static_cast<const __nv_bfloat16*>(p.kpe_cache);
+
+    // This thread's row id first: its round trip overlaps the barrier setup and the query's copies.
+    int row = -1;
+    if (tid < kClusterRows) {
+        const int v = __ldg(p.indices + static_cast<size_t>(token) * kTopK + rank + tid * kClusterSplits);
+        row = (v >= 0 && v < p.total_rows) ? v : -1;
+    }
+    if (tid == 0) {
+        mbar_init(q_bar, 1);
+        for (int t = 0; t < Cfg::kTiles; ++t) mbar_init(tile_bar(t), BLOCK_N);   // one arrival per row
+        mbar_fence_init();
+        mbar_arrive_expect_tx(q_bar, kHeads * kDimQk * 2);
+        const auto* q_nope = static_cast<const __nv_bfloat16*>(p.q_nope) + static_cast<size_t>(token) * kHeads * kDimCkv;
+        const auto* q_pe = static_cast<const __nv_bfloat16*>(p.q_pe) + static_cast<size_t>(token) * kHeads * kDimKpe;
+        for (int h = 0; h < kHeads; ++h) {
+            const uint32_t dst = smem_u32(sQ + h * kRowStride);
+            bulk_load(dst, q_nope + h * kDimCkv, kDimCkv * 2, q_bar);
+            bulk_load(dst + kDimCkv * 2, q_pe + h * kDimKpe, kDimKpe * 2, q_bar);
+        }
+    }
+    const float scale_log2 = (p.scale_ptr != nullptr ? *p.scale_ptr : p.scale) * kLog2e;
+    __syncthreads();   // the barriers are initialised
+
+    if (tid < kClusterRows) {
+        const unsigned ballot = __ballot_sync(0xffffffffu, row >= 0);
+        if (lane == 0) sValid[warp] = ballot;   // published by this lane's arrival on its tile's barrier
+        const uint32_t bar = tile_bar(tid / BLOCK_N);
+        const uint32_t dst = smem_u32(sKv + tid * kRowStride);
+        if (row >= 0) {
+            mbar_arrive_expect_tx(bar, kDimQk * 2);
+            bulk_load(dst, ckv + static_cast<int64_t>(row) * kDimCkv, kDimCkv * 2, bar);
+            bulk_load(dst + kDimCkv * 2, kpe + static_cast<int64_t>(row) * kDimKpe, kDimKpe * 2, bar);
+        } else {
+            uint4* zero = reinterpret_cast<uint4*>(sKv + tid * kRowStride);
+            for (int c = 0; c < kChunksQk; ++c) zero[c] = make_uint4(0u, 0u, 0u, 0u);
+            mbar_arrive(bar);   // release: the zeros (and the ballot) are visible to the barrier's waiters
+        }
+    }
+
+    const LaneAddrs<Cfg> addrs(sQ, sP);
+    SoftmaxState<Cfg> state;
+    mbar_wait(q_bar, 0);
+#pragma unroll 1
+    for (int tile = 0; tile < Cfg::kTiles; ++tile) {
+        mbar_wait(tile_bar(tile), 0);
+        const int first = tile * BLOCK_N;
+        uint64_t valid = sValid[first / 32];
+        if constexpr (BLOCK_N == 64) valid |= static_cast<uint64_t>(sValid[first / 32 + 1]) << 32;
+        attend_tile<Cfg, QK_CHAINS>(addrs, smem_u32(sKv + first * kRowStride), valid, scale_log2, sP, sMax, state);
+    }
+    float inv[2], lse[2];
+    state.finish(sSum, inv, lse);   // its __syncthreads also ends every warp's reads of the KV rows
+
+    // The normalised partial into this CTA's shared memory, for the cluster to merge.
+    float* part0 = sPart + group * kDimCkv + warp * Cfg::kDimsPerWarp + quad * 2;
+    float* part1 = part0 + 8 * kDimCkv;
+#pragma unroll
+    for (int t = 0; t < Cfg::kPvTiles; ++t) {
+        *reinterpret_cast<float2*>(part0 + t * 8) = make_float2(state.acc_o[t][0] * inv[0], state.acc_o[t][1] * inv[0]);
+        *reinterpret_cast<float2*>(part1 + t * 8) = make_float2(state.acc_o[t][2] * inv[1], state.acc_o[t][3] * inv[1]);
+    }
+    if (warp == 0 && quad == 0) {
+        sPartLse[group] = lse[0];
+        sPartLse[group + 8] = lse[1];
+    }
+    cluster_arrive_release();
+    cluster_wait_acquire();   // every CTA's partial is written and visible to the cluster
+
+    // CTA r merges head r: thread c folds value dims 4c .. 4c + 3 over the 16 partials, in rank order.
+    const int head = rank;
+    if (tid < kDimCkv / 4) {
+        float part_lse[kClusterSplits];
+        float mx = kNegInf;
+#pragma unroll
+        for (int j = 0; j < kClusterSplits; ++j) {
+            part_lse[j] = cluster.map_shared_rank(sPartLse, j)[head];
+            mx = fmaxf(mx, part_lse[j]);
+        }
+        const float offset = mx == kNegInf ? 0.f : mx;   // no valid row in the whole token: every weight is 0
+        float4 x[kClusterSplits];
+#pragma unroll
+        for (int j = 0; j < kClusterSplits; ++j)
+            x[j] = reinterpret_cast<const float4*>(cluster.map_shared_rank(sPart, j) + head * kDimCkv)[tid];
+        float total = 0.f;
+        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+        for (int j = 0; j < kClusterSplits; ++j) {
+            const float w = fast_exp2(part_lse[j] - offset);
+            total += w;
+            acc.x += w * x[j].x;
+            acc.y += w * x[j].y;
+            acc.z += w * x[j].z;
+            acc.w += w * x[j].w;
+        }
+        cluster_arrive_release();   // done with the other CTAs' shared memory
+        const float inv_total = total > 0.f ? 1.f / total : 0.f;
+        const size_t out_row = static_cast<size_t>(token) * kHeads + head;
+        reinterpret_cast<uint2*>(static_cast<__nv_bfloat16*>(p.output) + out_row * kDimCkv)[tid] =
+            make_uint2(pack_bf16x2(acc.x * inv_total, acc.y * inv_total),
+                       pack_bf16x2(acc.z * inv_total, acc.w * inv_total));
+        if (tid == 0) p.lse[out_row] = total > 0.f ? mx + log2f(total) : kNegInf;
+    } else {
+        cluster_arrive_release();
+    }
+    cluster_wait_acquire();   // no CTA leaves while another may still read its shared memory
 }
 
 // ---- merge kernel ------------------------------------------------------------------------------------------------
@@ -619,10 +837,34 @@ cudaError_t launch(const DsaAttentionParams& p, cudaStream_t stream) {
     }
 }
 
+// MERGE = 2: one cluster of 16 CTAs per token (clusters beyond what the device holds at once run as later waves).
+template <int BLOCK_N, int NUM_WARPS, int QK_CHAINS>
+cudaError_t launch_cluster(const DsaAttentionParams& p, cudaStream_t stream) {
+    using Cfg = ClusterConfig<BLOCK_N, NUM_WARPS>;
+    if (p.num_tokens <= 0) return cudaSuccess;
+    constexpr auto kernel = dsa_attention_cluster_kernel<BLOCK_N, NUM_WARPS, QK_CHAINS>;
+    cudaError_t err = sm90::opt_in_smem<kernel>(Cfg::kSmemBytes, /*non_portable_cluster=*/true);
+    if (err != cudaSuccess) return err;
+    cudaLaunchAttribute attribute[1];
+    attribute[0].id = cudaLaunchAttributeClusterDimension;
+    attribute[0].val.clusterDim.x = kClusterSplits;
+    attribute[0].val.clusterDim.y = 1;
+    attribute[0].val.clusterDim.z = 1;
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(static_cast<unsigned>(p.num_tokens) * kClusterSplits);
+    config.blockDim = dim3(Cfg::kThreads);
+    config.dynamicSmemBytes = Cfg::kSmemBytes;
+    config.stream = stream;
+    config.attrs = attribute;
+    config.numAttrs = 1;
+    return cudaLaunchKernelEx(&config, kernel, p);
+}
+
 }  // namespace dsa_attn
 
 #ifdef DSA_ATTENTION_SELF_CHECK
 // `nvcc -DDSA_ATTENTION_SELF_CHECK -x cu -c dsa_sparse_attention.cuh` compiles this header alone at one setting.
 template cudaError_t dsa_attn::launch<64, 2, 4, true>(const DsaAttentionParams&, cudaStream_t);
 template cudaError_t dsa_attn::launch<64, 2, 4, false, true, 2>(const DsaAttentionParams&, cudaStream_t);
+template cudaError_t dsa_attn::launch_cluster<64, 4, 2>(const DsaAttentionParams&, cudaStream_t);
 #endif

@@ -17,8 +17,8 @@ struct DsaAttentionParams {
     int num_tokens;            // N
     int splits;                // CTAs per token (from dsa_attention_splits)
     int64_t total_rows;        // P * 64
-    float* partial_out;        // workspace [N, splits, 16, 512] fp32: each split's normalised output
-    float* partial_lse;        // workspace [N, splits, 16] fp32: each split's base-2 log-sum-exp
+    float* partial_out;        // workspace [N, splits, 16, 512] fp32: each split's normalised output (or null)
+    float* partial_lse;        // workspace [N, splits, 16] fp32: each split's base-2 log-sum-exp (or null)
     void* output;              // bf16 [N, 16, 512]
     float* lse;                // fp32 [N, 16], base 2
 };
@@ -26,6 +26,9 @@ struct DsaAttentionParams {
 // Splits per token for this instantiation; depends on shapes and the device only, never on data.
 int dsa_attention_splits(int num_tokens, int num_sms);
 
-// Launches the split kernel and the merge kernel (or, MERGE = 1, the one cooperative kernel that also merges) on
-// `stream`; returns the launch status (no synchronisation).
+// Whether the launch needs the partial_out / partial_lse workspace (the cluster kernel merges in shared memory).
+bool dsa_attention_needs_workspace();
+
+// Launches the split kernel and the merge kernel (MERGE = 0), the one cooperative kernel that also merges
+// (MERGE = 1) or the one cluster kernel (MERGE = 2) on `stream`; returns the launch status (no synchronisation).
 cudaError_t dsa_attention_launch(const DsaAttentionParams& params, cudaStream_t stream);
