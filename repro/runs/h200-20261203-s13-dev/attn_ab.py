@@ -14,13 +14,23 @@ from sdk.bench import timing
 NAME = "dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps64"
 SOLUTION = Path("solutions/dsa_sparse_attention")
 BASE = {"BLOCK_N": 64, "STAGES": 2, "NUM_WARPS": 4, "MAX_SPLITS": 64, "PDL": 1, "QK_CHAINS": 1}
-VARIANTS = {
-    "grid_m1": {**BASE, "MERGE": 1},
-    "cl64w4": {**BASE, "MERGE": 2},
-    "cl64w4c2": {**BASE, "MERGE": 2, "QK_CHAINS": 2},
-    "cl64w8": {**BASE, "MERGE": 2, "NUM_WARPS": 8},
-    "cl32w4c2": {**BASE, "MERGE": 2, "BLOCK_N": 32, "QK_CHAINS": 2},
+VARIANT_SETS = {
+    "cluster": {  # call 2: the cluster kernel's tile shapes
+        "grid_m1": {**BASE, "MERGE": 1},
+        "cl64w4": {**BASE, "MERGE": 2},
+        "cl64w4c2": {**BASE, "MERGE": 2, "QK_CHAINS": 2},
+        "cl64w8": {**BASE, "MERGE": 2, "NUM_WARPS": 8},
+        "cl32w4c2": {**BASE, "MERGE": 2, "BLOCK_N": 32, "QK_CHAINS": 2},
+    },
+    "grid": {  # call 5: the grid-barrier kernel's neighbours (more splits, more warps, smaller tiles, two chains)
+        "grid_m1": {**BASE, "MERGE": 1},
+        "split128": {**BASE, "MERGE": 1, "MAX_SPLITS": 128},
+        "w8": {**BASE, "MERGE": 1, "NUM_WARPS": 8},
+        "b32s4c2": {**BASE, "MERGE": 1, "BLOCK_N": 32, "STAGES": 4, "QK_CHAINS": 2},
+        "c2": {**BASE, "MERGE": 1, "QK_CHAINS": 2},
+    },
 }
+VARIANTS = VARIANT_SETS[sys.argv[1] if len(sys.argv) > 1 else "cluster"]
 
 
 def variant(key: str, params: dict) -> Path:
