@@ -212,7 +212,7 @@ cudaError_t moe_onepass(const LaunchArgs& a, int partial_rows, cudaStream_t stre
   const MoeWorkspace ws(a.T, partial_rows, true);
   unsigned char* base = a.workspace;
   auto* meta = reinterpret_cast<MoeMeta*>(base + ws.meta);  // unused by the kernel (its tables live in smem)
-  auto* xps = reinterpret_cast<float*>(base + ws.xps);
+  auto* xps = reinterpret_cast<float*>(base + ws.xps);        // unused too: GEMM1 reads x and its scales directly
   auto* inter_s = reinterpret_cast<float*>(base + ws.inter_s);
   auto* ypart = reinterpret_cast<__nv_bfloat16*>(base + ws.ypart);
   auto* flags = reinterpret_cast<int*>(base + ws.flags);
@@ -230,17 +230,22 @@ cudaError_t moe_onepass(const LaunchArgs& a, int partial_rows, cudaStream_t stre
   g2.lo_rows = cap;
   if (!gemm_args_ok(g1, 256) || !gemm_args_ok(g2, 128) || ws.units < kLocalExperts * kGemm1Units)
     return cudaErrorInvalidValue;
-  CUtensorMap tm_t1, tm_sfa1, tm_w1, tm_t2, tm_sfa2, tm_w2;
-  if (!encode_maps(g1, kOnePassTokens, G1::kSfaBox, G1::kWRows, 0, &tm_t1, &tm_sfa1, &tm_w1) ||
+  // GEMM1 reads its token rows from hidden_states (one 128-byte row per box) and never the gathered copy whose
+  // maps encode_maps also makes; it gives GEMM1's weight map.
+  CUtensorMap tm_x, tm_a_unused, tm_sfa_unused, tm_w1, tm_t2, tm_sfa2, tm_w2;
+  if (!aligned16(a.x) ||
+      !sm90::encode_tma_2d(&tm_x, CU_TENSOR_MAP_DATA_TYPE_UINT8, a.x, kHidden, a.T, kHidden, 128, 1,
+                           CU_TENSOR_MAP_SWIZZLE_128B) ||
+      !encode_maps(g1, kOnePassTokens, G1::kSfaBox, G1::kWRows, 0, &tm_a_unused, &tm_sfa_unused, &tm_w1) ||
       !encode_maps(g2, kOnePassTokens, G1::kSfaBox, G1::kWRows, cap, &tm_t2, &tm_sfa2, &tm_w2))
     return cudaErrorInvalidValue;
   const RouteArgs route{a.logits, static_cast<const __nv_bfloat16*>(a.bias), a.T, a.local_offset, a.scaling};
-  const OnePassArgs args{route, static_cast<const uint8_t*>(a.x), a.x_scale, base + ws.xp, xps, ws.ld,
-                         g1.unit_done, flags, flags + kLocalExperts, ypart, static_cast<__nv_bfloat16*>(a.out)};
+  const OnePassArgs args{route, a.x_scale, g1.unit_done, flags, flags + kLocalExperts, ypart,
+                         static_cast<__nv_bfloat16*>(a.out)};
   constexpr auto kernel = moe_onepass_kernel<kStages>;
   if (const cudaError_t err = sm90::opt_in_smem<kernel>(L::kSmem); err != cudaSuccess) return err;
-  return launch_cooperative(kernel, sm90::sm_count(), L::kThreads, L::kSmem, stream, tm_t1, tm_sfa1, tm_w1,
-                            tm_t2, tm_sfa2, tm_w2, gemm_args(g1), gemm_args(g2), args);
+  return launch_cooperative(kernel, sm90::sm_count(), L::kThreads, L::kSmem, stream, tm_x, tm_w1, tm_t2, tm_sfa2,
+                            tm_w2, gemm_args(g1), gemm_args(g2), args);
 }
 
 }  // namespace wg

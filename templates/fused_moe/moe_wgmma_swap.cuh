@@ -101,11 +101,16 @@ __device__ __forceinline__ void swiglu_finish_unit(const GemmArgs& a, const Unit
 // (split + 1) k_blocks / splits) of unit `t` from the ring that L describes (stage strides and offsets: SwapConfig
 // itself, or the one-pass kernel's shared ring), then its epilogue. `unit` indexes args.unit_done, `last` is one
 // int of shared memory. Returns true when the unit's output is complete after this call: it was not split, or it
-// was a SwiGLU unit's last split, which finished it.
-template <int kNT, Epi kEpi, int kTBoxes, class L>
+// was a SwiGLU unit's last split, which finished it. Thread 0 calls before_count() right before it counts a split
+// in args.unit_done (the one-pass kernel waits there until the counters are known to be zeroed).
+struct NothingBeforeCount {
+  __device__ void operator()() const {}
+};
+template <int kNT, Epi kEpi, int kTBoxes, class L, class BeforeCount = NothingBeforeCount>
 __device__ __forceinline__ bool swap_consume_unit(const GemmArgs& args, const Unit& t, int unit, int split,
                                                   int splits, int rows_all, uint8_t* smem, uint32_t base, int* last,
-                                                  uint32_t& stage, uint32_t& phase, int& parity) {
+                                                  uint32_t& stage, uint32_t& phase, int& parity,
+                                                  BeforeCount before_count = {}) {
   using C = SwapConfig<kNT, L::kStages, kEpi, kTBoxes>;
   const uint32_t full0 = base + L::kOffBar, empty0 = full0 + 8 * L::kStages;
   const int tid = threadIdx.x, wgi = tid / 128;
@@ -207,7 +212,10 @@ __device__ __forceinline__ bool swap_consume_unit(const GemmArgs& args, const Un
       // Publish this split (each thread fences its own stores), count it; the unit's last split finishes it.
       __threadfence();
       sm90::named_barrier_sync(1, 128 * C::kConsumers);
-              if (tid == 0) *last = atomicAdd(args.unit_done + unit, 1) == splits - 1;
+      if (tid == 0) {
+        before_count();
+        *last = atomicAdd(args.unit_done + unit, 1) == splits - 1;
+      }
       sm90::named_barrier_sync(1, 128 * C::kConsumers);
       finished = *last;
       if (finished) {
