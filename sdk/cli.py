@@ -304,6 +304,9 @@ def _fmt(x, spec=".4g"):
               help="Time reference and peers on every Nth workload.")
 @click.option("--reference-iters", default=10, show_default=True, type=POSITIVE_INT,
               help="Timed calls of the (slow) reference per trial.")
+@click.option("--peer-draws", default=8, show_default=True, type=POSITIVE_INT,
+              help="Fresh draws per trial that a peer's timed calls cycle through (a solution sees a new one every "
+                   "call).")
 @click.option("--timeout", default=600.0, show_default=True, type=POSITIVE_SECONDS,
               help="Seconds per workload (gate and timing).")
 @click.option("--compile-budget", default=600.0, show_default=True, type=NON_NEGATIVE_SECONDS,
@@ -321,8 +324,8 @@ def _fmt(x, spec=".4g"):
 @click.option("--json", "as_json", is_flag=True, help="Print the results JSON instead of tables.")
 @click.pass_context
 def bench(ctx, solution_dirs, definition_filter, keys, stride, trials, seed, warmup, iters, checks, budget_ms,
-          min_iters, no_peers, peer_filter, no_reference, reference_after, baseline_every, reference_iters, timeout,
-          compile_budget, out_dir, tag, trace_dir, remote, settings_file, as_json):
+          min_iters, no_peers, peer_filter, no_reference, reference_after, baseline_every, reference_iters, peer_draws,
+          timeout, compile_budget, out_dir, tag, trace_dir, remote, settings_file, as_json):
     """Gate and time SOLUTION_DIRS (default: every package in solutions/) with the reference and peers."""
     from click.core import ParameterSource
     from pydantic import ValidationError
@@ -340,7 +343,7 @@ def bench(ctx, solution_dirs, definition_filter, keys, stride, trials, seed, war
             raise BadInputError(f"no package's definition contains {' or '.join(definition_filter)}")
         tag = "-".join([*([tag] if tag else []), *definition_filter])  # one results file per definition's run
     tuned = dict(trials=trials, warmup=warmup, iters=iters, checks=checks, budget_ms=budget_ms or None,
-                 min_iters=min_iters, reference_iters=reference_iters, timeout_s=timeout,
+                 min_iters=min_iters, reference_iters=reference_iters, peer_draws=peer_draws, timeout_s=timeout,
                  compile_budget_s=compile_budget, peer_filter=list(peer_filter))
     if settings_file:
         from .bench.settings import settings_for

@@ -1,14 +1,17 @@
 """The reference(s), the peers and the probe, timed once per workload in the judge's process, on the same inputs.
 
 They are trusted code (the definition's reference, published libraries), so they run here and not in a candidate's
-worker; each trial draws a fresh call from the same input pool the solutions see (same seed, same workload), and a
-peer's time counts only when its outputs pass the same contest rule on that call. Which process measured them is
+worker; each trial draws fresh calls from the same input pool the solutions see (same seed, same workload): the
+references and the probe time the trial's first draw, a peer's timed calls cycle through `peer_draws` of them (as
+a solution's calls each see a new draw: one draw per trial would give a peer whose work follows the routing that
+draw's time alone), and a peer's time counts only when its outputs pass the same contest rule on every draw. Which process measured them is
 recorded in the results (`environment.baselines`): no solution hosts them. This runs after the solutions' gate;
 where the bench interleaves the references with each solution's trials (`interleave`, one device), it times only
 the peers, the probe and the floors' work here (`time_references=False`).
 """
 from __future__ import annotations
 
+import itertools
 import statistics
 import time
 
@@ -36,20 +39,23 @@ def time_baselines(definition: Definition, workload: Workload, *, seed: int, con
     ref_fn = definitions.reference(definition.name)  # what the gate grades against (the dataset's when active)
     every_ref = definitions.references(definition.name)  # both, when both exist
     timed_refs = every_ref if config.reference and time_references else {}
-    pool = InputPool(definition, workload, seed, dev, slots=1, sets=1)
     chosen = []
     if peer_names:
         from .. import peers as peer_mod
 
         chosen = [p for p in peer_mod.peers_for(definition.name) if p.name in peer_names]
-    state = {p.name: {"status": "PASSED", "reason": "", "cuda_graph": p.uses_cuda_graph} for p in chosen}
+    draws = config.peer_draws if chosen else 1
+    pool = InputPool(definition, workload, seed, dev, slots=draws, sets=1)  # a trial's draws are alive together
+    state = {p.name: {"status": "PASSED", "reason": "", "cuda_graph": p.uses_cuda_graph, "draws_per_trial": draws}
+             for p in chosen}
     samples: dict[str, list[float]] = {}
     works: list[floors.Work] = []  # per trial, like the probe's bytes: the row's floor is their mean
     probe_error = None
     probe_trials: list[dict] = []  # per trial: each draws its own call, so its routing (MoE) and its bytes differ
     copy_pair: list[torch.Tensor] = []  # the same-size copy's two buffers, grown to the largest trial's bytes
     for trial in range(config.trials):
-        args = pool.private(pool.next_call())
+        drawn = [pool.private(pool.next_call()) for _ in range(draws)]  # the resident set as the last call left it
+        args = drawn[0]
         works.append(floors.work(definition.name, args))
         calls = reference_calls(timed_refs, args, config.reference_iters)
         if dev.type == "cuda":  # the measured bound: one launch that reads only the bytes the workload must read
@@ -70,7 +76,7 @@ def time_baselines(definition: Definition, workload: Workload, *, seed: int, con
                 calls["copy:probe"] = (lambda s=src, d=dst: d.copy_(s), config.iters)
             except Exception as exc:  # noqa: BLE001 - reported; the row then has no bound
                 probe_error = f"{type(exc).__name__}: {str(exc)[:200]}"
-        ref_out = as_tuple(ref_fn(**args)) if chosen else None
+        ref_outs = [as_tuple(ref_fn(**d)) for d in drawn] if chosen else []
         for peer in chosen:
             if state[peer.name]["status"] != "PASSED":
                 continue
@@ -79,12 +85,16 @@ def time_baselines(definition: Definition, workload: Workload, *, seed: int, con
                 if not ok:
                     state[peer.name].update(status="UNAVAILABLE", reason=why)
                     continue
-                call = peer.prepare(args)  # layout conversions: outside the timed region
-                result = check(definition.name, list(definition.outputs), as_tuple(call()), ref_out, tol, args)
-                if not result.passed:
-                    state[peer.name].update(status=result.status, reason=f"trial {trial}: {result.reason}")
-                    continue
-                calls[f"peer:{peer.name}"] = (call, config.iters)
+                prepared = []
+                for k, (d, ref_out) in enumerate(zip(drawn, ref_outs)):
+                    call = peer.prepare(d)  # layout conversions: outside the timed region
+                    result = check(definition.name, list(definition.outputs), as_tuple(call()), ref_out, tol, d)
+                    if not result.passed:
+                        state[peer.name].update(status=result.status, reason=f"trial {trial} draw {k}: {result.reason}")
+                        break
+                    prepared.append(call)
+                else:
+                    calls[f"peer:{peer.name}"] = (cycling(prepared), config.iters)
             except Exception as exc:  # noqa: BLE001 - a peer that fails is reported, never fatal
                 state[peer.name].update(status="RUNTIME_ERROR", reason=f"{type(exc).__name__}: {str(exc)[:200]}")
         if not calls:
@@ -115,7 +125,7 @@ def time_baselines(definition: Definition, workload: Workload, *, seed: int, con
             fastest = min(probes, key=probes.get)
             samples.setdefault("probe", []).append(probes[fastest])
             probe_trials.append({**infos[fastest], "variant_ms": probes})
-        del args, ref_out, calls
+        del args, drawn, ref_outs, calls
     mean = statistics.fmean
     work = floors.mean_work(works).as_dict() if works else None
     references = reference_summary({k[len(PREFIX):]: v for k, v in samples.items() if k.startswith(PREFIX)},
@@ -130,6 +140,12 @@ def time_baselines(definition: Definition, workload: Workload, *, seed: int, con
             "baseline_s": round(time.perf_counter() - began, 2),
             "peers": {name: {"latency_ms": mean(samples[f"peer:{name}"]) if f"peer:{name}" in samples and
                              s["status"] == "PASSED" else None, **s} for name, s in state.items()}}
+
+
+def cycling(calls: list):
+    """One callable that runs the next of `calls` each time (round robin): a timed loop over several draws."""
+    turn = itertools.cycle(calls)
+    return lambda: next(turn)()
 
 
 def probe_summary(trials: list[dict]) -> dict:

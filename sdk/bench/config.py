@@ -27,6 +27,9 @@ class BenchConfig(BaseModel):
                                        "per workload)")
     peers: bool = True
     peer_filter: list[str] = Field(default_factory=list)
+    peer_draws: int = Field(8, ge=1, description="fresh draws per trial that a peer's timed calls cycle through: the "
+                            "solutions see a new draw every call, so a peer timed on one draw per trial would carry "
+                            "that draw's routing (MoE: 0 or 2 local experts at T = 1) into its latency")
     timeout_s: float = Field(600.0, gt=0)
     compile_budget_s: float = Field(600.0, ge=0, description="extra seconds for a worker's first workload (build)")
     baseline_every: int = Field(1, ge=1, description="time the reference and peers on every Nth workload")

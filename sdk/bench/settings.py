@@ -23,8 +23,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-TUNABLE = ("trials", "warmup", "iters", "budget_ms", "min_iters", "checks", "reference_iters", "timeout_s",
-           "compile_budget_s", "peer_filter")  # peer_filter: what --peers takes, as a list of names' parts
+TUNABLE = ("trials", "warmup", "iters", "budget_ms", "min_iters", "checks", "reference_iters", "peer_draws",
+           "timeout_s", "compile_budget_s", "peer_filter")  # peer_filter: what --peers takes, as a list of names' parts
 
 
 def settings_for(path: Path, definitions: set[str]) -> dict:
