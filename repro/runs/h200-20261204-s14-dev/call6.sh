@@ -1,0 +1,5 @@
+# Device call 6 (session 14): the MoE repro at 2262d90 (one pass up to T = 8).
+eval "$(python3 -m sdk env install --wheels .whl-moe 2>/dev/null)"
+export FIB_SDK_CACHE=/tmp/fibcache FIB_SDK_COMMIT=2262d90
+mkdir -p $OUT/tr
+timeout 430 python3 -m sdk bench --definitions .official --definition moe --tag repro --settings repro/settings.toml --out $OUT --traces $OUT/tr > $OUT/repro_log.txt 2>&1; echo "repro rc $?" >> $OUT/rc.txt
