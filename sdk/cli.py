@@ -392,8 +392,11 @@ def bench(ctx, solution_dirs, definition_filter, keys, stride, trials, seed, war
     click.echo(tabulate(srows, headers=["definition", "best solution", "passed", "mean x ref", "geomean x ref",
                                         "best peer", "mean x best peer", "mean lat/floor"]))
     if bound := scoring.launch_bound(results["rows"]):
-        click.echo(f"launch-bound (host time of a call >= {scoring.LAUNCH_BOUND:.0%} of its latency, `host_ms`): "
-                   + ", ".join(f"{r['solution']} {r['workload'][:8]} {r['host_ms']:.4g}/{r['latency_ms']:.4g} ms"
+        def idle(r: dict) -> str:
+            return (f"idle {r['idle_ms']:.4g}" if r.get("idle_ms") is not None else f"host {r['host_ms']:.4g}")
+        click.echo(f"launch-bound (the GPU waits for the next launch >= {scoring.LAUNCH_BOUND:.0%} of a call's span, "
+                   "`idle_ms`; older rows: host time, `host_ms`): "
+                   + ", ".join(f"{r['solution']} {r['workload'][:8]} {idle(r)}/{r['latency_ms']:.4g} ms"
                                for r in bound[:8]) + (f" and {len(bound) - 8} more" if len(bound) > 8 else ""))
     click.echo(f"timing: {results['environment'].get('timing_method')}; reference: "
                f"{results['environment'].get('reference_timing', '-')}; speedups: mean of per-workload ratios "

@@ -9,6 +9,7 @@ from sdk.bench import floors
 from sdk.bench.runner import FLOOR_MARGIN, SCHEMA, flag_within_noise, implausibly_fast, run_bench, spread
 from sdk.bench.config import BenchConfig
 from sdk.bench.timing import spans_from_trace
+from sdk.gate.spans import annotated_idle, annotated_spans
 from sdk.errors import BadInputError
 from tests.helpers import ATTENTION, INDEXER, small_attention, small_indexer
 
@@ -32,6 +33,19 @@ def test_span_covers_first_to_last_device_activity_launched_inside_the_call():
         _ev("cuda_runtime", 101, 1, "cudaLaunchKernel", 4), _ev("kernel", 130, 2.5, corr=4),
     ]}
     assert spans_from_trace(trace, "m") == [pytest.approx(0.020), pytest.approx(0.0025)]
+
+
+def test_idle_is_the_span_minus_the_union_of_the_calls_device_work():
+    trace = {"traceEvents": [
+        _ev("user_annotation", 0, 100, "c0"),
+        _ev("cuda_runtime", 1, 1, "cudaLaunchKernel", 1), _ev("kernel", 10, 5, corr=1),    # 10..15
+        _ev("cuda_runtime", 2, 1, "cudaLaunchKernelExC", 2), _ev("kernel", 25, 20, corr=2),  # 25..45 (gap 10)
+        _ev("cuda_runtime", 3, 1, "cudaLaunchKernelExC", 3), _ev("kernel", 40, 10, corr=3),  # 40..50, overlaps (PDL)
+        _ev("user_annotation", 200, 10, "c1"),
+        _ev("cuda_runtime", 201, 1, "cudaLaunchKernel", 4), _ev("kernel", 220, 30, corr=4),  # one kernel: no gap
+    ]}
+    assert annotated_idle(trace, "c") == {"c0": pytest.approx(0.010), "c1": 0.0}
+    assert annotated_spans(trace, "c") == {"c0": pytest.approx(0.040), "c1": pytest.approx(0.030)}
 
 
 def test_spread_balances_and_keeps_order():

@@ -100,12 +100,13 @@ def test_track_scores_halve_a_lone_dsa_kernel():
     assert scoring.track_scores(summary) == {"dsa": 2.0}
 
 
-def test_launch_bound_rows_are_those_whose_host_time_nears_their_latency():
+def test_launch_bound_rows_are_those_whose_gpu_waits_for_launches_inside_the_span():
     gpu = {"timing_method": "cupti-span (torch.profiler/kineto), cold L2, no CUDA graph"}
-    fast = {**row("a", 0.040), **gpu, "host_ms": 0.036}    # 90% of the span: the launches pace it
-    slow = {**row("b", 0.250), **gpu, "host_ms": 0.030}    # the GPU paces it
-    older = {**row("c", 0.040), **gpu}                     # no host_ms recorded
-    failed = {**row("d", None, status="RUNTIME_ERROR"), **gpu, "host_ms": 0.05}
-    cpu = {**row("e", 0.040), "timing_method": "wall-clock", "host_ms": 0.040}  # on a CPU the host time is the call
-    assert scoring.launch_bound([fast, slow, older, failed, cpu]) == [fast]
-    assert scoring.launch_bound([slow], ratio=0.1) == [slow]
+    gaps = {**row("a", 0.100), **gpu, "host_ms": 0.090, "idle_ms": 0.030}     # 30% of the span between launches
+    one_kernel = {**row("b", 0.013), **gpu, "host_ms": 0.150, "idle_ms": 0.0}  # host-heavy, but one long kernel
+    older = {**row("c", 0.040), **gpu, "host_ms": 0.036}    # no idle_ms: the host rule (90% of the span)
+    older_slow = {**row("d", 0.250), **gpu, "host_ms": 0.030}
+    failed = {**row("e", None, status="RUNTIME_ERROR"), **gpu, "host_ms": 0.05, "idle_ms": 0.05}
+    cpu = {**row("f", 0.040), "timing_method": "wall-clock", "host_ms": 0.040}  # on a CPU the host time is the call
+    assert scoring.launch_bound([gaps, one_kernel, older, older_slow, failed, cpu]) == [gaps, older]
+    assert scoring.launch_bound([gaps], ratio=0.5) == []

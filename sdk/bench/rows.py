@@ -26,9 +26,13 @@ class ResultRow(BaseModel):
     latency_ms: float | None = None       # mean over trials of the median per trial
     latency_trials_ms: list[float] = []
     e2e_ms: float | None = None           # median wall clock of a call in the worker, device-synchronised
-    # Median host time until the call returned, before the device sync (its launches enqueued). The judge syncs
-    # before each call, so a span is host-paced when this comes near it (launch-bound: fewer launches help).
+    # Median host time until the call returned, before the device sync (its launches enqueued, and whatever the call
+    # did on the host before its first launch, which no span includes).
     host_ms: float | None = None
+    # Median over the timed calls of the GPU time inside the span when none of the call's device work ran: the
+    # gaps between its launches. The judge syncs before each call, so a gap is the GPU waiting for the host's next
+    # launch (launch-bound: fewer launches help, faster kernels do not). None: CPU rows, older files.
+    idle_ms: float | None = None
     timing_method: str | None = None
     timer_fallback: bool = False          # True when the timing is not the CUPTI span (labelled, never silent)
     timed_calls: int | None = None

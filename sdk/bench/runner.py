@@ -231,7 +231,7 @@ def make_row(package: SolutionPackage, result, baseline: dict, ceilings, gpu: bo
         workload=result.workload.uuid, axes=dict(result.workload.axes), status=result.status, reason=result.reason,
         strict_passed=bool(strict.get("passed")), strict_reason=strict.get("reason", ""), seed=raw.get("seed"),
         latency_ms=timed["latency_ms"], latency_trials_ms=timed["latency_trials_ms"], e2e_ms=timed["e2e_ms"],
-        host_ms=timed["host_ms"],
+        host_ms=timed["host_ms"], idle_ms=timed["idle_ms"],
         timing_method=timed["timing_method"], timer_fallback=bool(gpu and timed["timing_method"] not in (None, CUPTI)),
         timed_calls=timed["timed_calls"], checked_calls=raw.get("checked"), setup_ms=raw.get("setup_ms") or [],
         gate_s=raw.get("gate_s"), aa_noise_pct=timed["aa_noise_pct"],

@@ -125,15 +125,26 @@ def latency_over_bound(rows: list[dict]) -> dict:
             "n": len(ratios), "within_1_5": sum(1 for x in ratios if x <= 1.5)}
 
 
-LAUNCH_BOUND = 0.8  # host time of a call / its latency at or above which the latency is the host's launches
+LAUNCH_BOUND = 0.2  # share of a call's span in which its GPU work waits for the host's next launch (`idle_ms`)
+HOST_BOUND = 0.8    # older files (no idle_ms): host time of a call / its latency at or above which it was flagged
 
 
 def launch_bound(rows: Iterable[dict], ratio: float = LAUNCH_BOUND) -> list[dict]:
-    """Passed GPU rows (CUPTI spans) whose calls keep the host busy for most of their span (`host_ms` >= ratio x
-    latency): faster kernels do not shorten them, fewer or cheaper launches do. Rows without `host_ms` (older
-    files) never are, nor wall-clock rows (on a CPU the host time is the call)."""
-    return [r for r in rows if passed(r) and str(r.get("timing_method") or "").startswith("cupti")
-            and _positive(r.get("host_ms")) and r["host_ms"] >= ratio * r["latency_ms"]]
+    """Passed GPU rows (CUPTI spans) whose calls leave the GPU idle for at least `ratio` of their span between
+    their launches (`idle_ms`): faster kernels do not shorten those gaps, fewer or cheaper launches do. A row of an
+    older file (no idle_ms) falls back to its host time (`host_ms` >= HOST_BOUND x latency), which also counts the
+    host's work before the first launch and so flags a single long kernel too. Wall-clock rows never are (on a CPU
+    the host time is the call)."""
+    out = []
+    for r in rows:
+        if not (passed(r) and str(r.get("timing_method") or "").startswith("cupti")):
+            continue
+        if r.get("idle_ms") is not None:
+            if r["idle_ms"] >= ratio * r["latency_ms"]:
+                out.append(r)
+        elif _positive(r.get("host_ms")) and r["host_ms"] >= HOST_BOUND * r["latency_ms"]:
+            out.append(r)
+    return out
 
 
 def best_peer_latency(row: dict) -> tuple[str, float] | None:

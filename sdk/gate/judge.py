@@ -30,7 +30,7 @@ from . import strict as strict_mod
 from .compare import Check, Tolerance, check
 from .plan import CallPlan
 from .pool import Call, InputPool, clone
-from .spans import annotated_spans
+from .spans import annotated_idle, annotated_spans
 
 CALL_PREFIX = "fib-call-#"
 
@@ -61,7 +61,7 @@ def os_threads(pid: int) -> int | None:
 class Outcome:
     check: Check
     strict: tuple[bool, str] = (True, "")
-    calls: list[dict] = field(default_factory=list)         # per call: index, trial, timed, wall_ms, enqueue_ms, checked, span_ms
+    calls: list[dict] = field(default_factory=list)         # per call: index, trial, timed, wall_ms, enqueue_ms, checked, span_ms, idle_ms
     reference_ms: list[float] = field(default_factory=list)  # wall time of the reference on checked calls
     setup_ms: list[float] = field(default_factory=list)
     checked: int = 0
@@ -98,6 +98,11 @@ def check_call(definition: Definition, pool: InputPool, call: Call, tol: Toleran
 def call_spans(trace: dict) -> dict[int, float]:
     """Per call index: the GPU span (ms) of the call's annotation in the worker's profiler trace."""
     return {int(name[len(CALL_PREFIX):]): ms for name, ms in annotated_spans(trace, CALL_PREFIX).items()}
+
+
+def call_idle(trace: dict) -> dict[int, float]:
+    """Per call index: the ms of its span in which none of its device work ran (waiting for the host's launches)."""
+    return {int(name[len(CALL_PREFIX):]): ms for name, ms in annotated_idle(trace, CALL_PREFIX).items()}
 
 
 def judge(ask: Callable[[dict], dict], pid: int, solution: Solution, definition: Definition, workload: Workload, *,
@@ -182,9 +187,11 @@ def judge(ask: Callable[[dict], dict], pid: int, solution: Solution, definition:
                 trial_calls.append(record)
             if plan.profile and device.type == "cuda":
                 trace = ask({"op": "profile", "on": False}).get("trace")
-                spans = call_spans(json.loads(trace)) if trace else {}
+                parsed = json.loads(trace) if trace else {}
+                spans, idle = call_spans(parsed), call_idle(parsed)
                 for record in trial_calls:
                     record["span_ms"] = spans.get(record["index"])
+                    record["idle_ms"] = idle.get(record["index"])
                     if record["timed"] and record["span_ms"] is None:
                         return fail("RUNTIME_ERROR", f"trial {trial}: timing: call {record['index']} launched no "
                                     "device work inside the call (work the timer cannot see)")

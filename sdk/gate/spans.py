@@ -12,9 +12,9 @@ DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 LAUNCH_CATS = {"cuda_runtime", "cuda_driver"}
 
 
-def annotated_spans(trace: dict, prefix: str) -> dict[str, float]:
-    """{annotation name: span ms} for the annotations starting with `prefix` that launched device work, in the
-    order the calls started; an annotation without device activity is absent."""
+def _call_intervals(trace: dict, prefix: str) -> dict[str, list[tuple[float, float]]]:
+    """{annotation name: its device activities' (start, end) in trace µs} for the annotations starting with
+    `prefix` that launched device work, in the order the calls started."""
     events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X"]
     calls = sorted((e["ts"], e["ts"] + e.get("dur", 0), str(e["name"])) for e in events
                    if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith(prefix))
@@ -24,9 +24,31 @@ def annotated_spans(trace: dict, prefix: str) -> dict[str, float]:
         if e.get("cat") in DEVICE_CATS and (corr := e.get("args", {}).get("correlation")) is not None:
             start, end = device.get(corr, (math.inf, -math.inf))
             device[corr] = (min(start, e["ts"]), max(end, e["ts"] + e.get("dur", 0)))
-    spans = {}
+    out = {}
     for begin, finish, name in calls:
         hits = [device[c] for ts, c in launches if begin <= ts <= finish and c in device]
         if hits:
-            spans[name] = (max(h[1] for h in hits) - min(h[0] for h in hits)) / 1e3  # trace times are µs
-    return spans
+            out[name] = hits
+    return out
+
+
+def annotated_spans(trace: dict, prefix: str) -> dict[str, float]:
+    """{annotation name: span ms} for the annotations starting with `prefix` that launched device work, in the
+    order the calls started; an annotation without device activity is absent."""
+    return {name: (max(h[1] for h in hits) - min(h[0] for h in hits)) / 1e3  # trace times are µs
+            for name, hits in _call_intervals(trace, prefix).items()}
+
+
+def annotated_idle(trace: dict, prefix: str) -> dict[str, float]:
+    """{annotation name: ms of its span in which none of its device activities ran}: the gaps between its
+    kernels (overlapping ones, as programmatic dependent launch makes them, count once). Gaps are the GPU waiting
+    for the host's next launch (or a call idling on purpose): a faster kernel does not shorten them."""
+    out = {}
+    for name, hits in _call_intervals(trace, prefix).items():
+        busy, reach = 0.0, -math.inf
+        for start, end in sorted(hits):
+            if end > reach:
+                busy += end - max(start, reach)
+                reach = end
+        out[name] = (reach - min(h[0] for h in hits) - busy) / 1e3
+    return out

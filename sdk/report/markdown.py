@@ -234,10 +234,14 @@ def _workload_table(rows: list[dict]) -> list[str]:
         headers += [f"{k} reference ms" for k in sources] + ["graded against"]
         for line, r in zip(table, rows):
             line += [_ms((r.get("references_ms") or {}).get(k)) for k in sources] + [r.get("reference_source") or DASH]
-    if any(r.get("host_ms") is not None for r in rows):  # host time of a call: near its latency, launch-bound
+    if any(r.get("host_ms") is not None for r in rows):  # host time of a call (its launches and what precedes them)
         headers.append("host ms")
         for line, r in zip(table, rows):
             line.append(_ms(r.get("host_ms")))
+    if any(r.get("idle_ms") is not None for r in rows):  # GPU idle inside the span: waiting for the next launch
+        headers.append("GPU idle in span ms")
+        for line, r in zip(table, rows):
+            line.append(_ms(r.get("idle_ms")))
     if any(r.get("strict_passed") is not None for r in rows):
         headers.append("strict")
         for line, r in zip(table, rows):
