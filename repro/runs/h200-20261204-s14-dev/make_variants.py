@@ -3,6 +3,7 @@
 # the device), each under its own extension name, for moe_variants_ab.py.
 #   rw:       wip-moe-row-weights-early.patch (GEMM2's routing weights loaded before the K loop, both GEMM kernels)
 #   rw_half:  + wip-moe-idle-half-tiles.patch (a warpgroup with no rows in a 128-row tile skips its MMAs)
+#   all:      + wip-moe-onepass-hardening.patch (the session-14 review's items; no speed change expected)
 # Run from the repository root: python3 repro/runs/h200-20261204-s14-dev/make_variants.py
 import shutil, subprocess, sys, tempfile
 from pathlib import Path
@@ -12,7 +13,9 @@ from sdk import regenerate  # noqa: E402
 
 HERE = Path(__file__).parent
 VARIANTS = {"rw": ["wip-moe-row-weights-early.patch"],
-            "rw_half": ["wip-moe-row-weights-early.patch", "wip-moe-idle-half-tiles.patch"]}
+            "rw_half": ["wip-moe-row-weights-early.patch", "wip-moe-idle-half-tiles.patch"],
+            "all": ["wip-moe-row-weights-early.patch", "wip-moe-idle-half-tiles.patch",
+                    "wip-moe-onepass-hardening.patch"]}
 
 for name, patches in VARIANTS.items():
     work = Path(tempfile.mkdtemp())
