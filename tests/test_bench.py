@@ -9,7 +9,7 @@ from sdk.bench import floors
 from sdk.bench.runner import FLOOR_MARGIN, SCHEMA, flag_within_noise, implausibly_fast, run_bench, spread
 from sdk.bench.config import BenchConfig
 from sdk.bench.timing import spans_from_trace
-from sdk.gate.spans import annotated_idle, annotated_spans
+from sdk.gate.spans import annotated_span_idle, annotated_spans
 from sdk.errors import BadInputError
 from tests.helpers import ATTENTION, INDEXER, small_attention, small_indexer
 
@@ -44,8 +44,9 @@ def test_idle_is_the_span_minus_the_union_of_the_calls_device_work():
         _ev("user_annotation", 200, 10, "c1"),
         _ev("cuda_runtime", 201, 1, "cudaLaunchKernel", 4), _ev("kernel", 220, 30, corr=4),  # one kernel: no gap
     ]}
-    assert annotated_idle(trace, "c") == {"c0": pytest.approx(0.010), "c1": 0.0}
-    assert annotated_spans(trace, "c") == {"c0": pytest.approx(0.040), "c1": pytest.approx(0.030)}
+    got = annotated_span_idle(trace, "c")
+    assert got == {"c0": (pytest.approx(0.040), pytest.approx(0.010)), "c1": (pytest.approx(0.030), 0.0)}
+    assert annotated_spans(trace, "c") == {name: span for name, (span, _) in got.items()}
 
 
 def test_spread_balances_and_keeps_order():

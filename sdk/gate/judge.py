@@ -30,7 +30,7 @@ from . import strict as strict_mod
 from .compare import Check, Tolerance, check
 from .plan import CallPlan
 from .pool import Call, InputPool, clone
-from .spans import annotated_idle, annotated_spans
+from .spans import annotated_span_idle
 
 CALL_PREFIX = "fib-call-#"
 
@@ -95,14 +95,9 @@ def check_call(definition: Definition, pool: InputPool, call: Call, tol: Toleran
     return check(definition.name, list(definition.outputs), outs, ref, tol, inputs), ref_ms
 
 
-def call_spans(trace: dict) -> dict[int, float]:
-    """Per call index: the GPU span (ms) of the call's annotation in the worker's profiler trace."""
-    return {int(name[len(CALL_PREFIX):]): ms for name, ms in annotated_spans(trace, CALL_PREFIX).items()}
-
-
-def call_idle(trace: dict) -> dict[int, float]:
-    """Per call index: the ms of its span in which none of its device work ran (waiting for the host's launches)."""
-    return {int(name[len(CALL_PREFIX):]): ms for name, ms in annotated_idle(trace, CALL_PREFIX).items()}
+def call_span_idle(trace: dict) -> dict[int, tuple[float, float]]:
+    """Per call index: (GPU span, the ms of it in which none of the call's device work ran), one pass."""
+    return {int(name[len(CALL_PREFIX):]): v for name, v in annotated_span_idle(trace, CALL_PREFIX).items()}
 
 
 def judge(ask: Callable[[dict], dict], pid: int, solution: Solution, definition: Definition, workload: Workload, *,
@@ -187,11 +182,9 @@ def judge(ask: Callable[[dict], dict], pid: int, solution: Solution, definition:
                 trial_calls.append(record)
             if plan.profile and device.type == "cuda":
                 trace = ask({"op": "profile", "on": False}).get("trace")
-                parsed = json.loads(trace) if trace else {}
-                spans, idle = call_spans(parsed), call_idle(parsed)
+                measured = call_span_idle(json.loads(trace)) if trace else {}
                 for record in trial_calls:
-                    record["span_ms"] = spans.get(record["index"])
-                    record["idle_ms"] = idle.get(record["index"])
+                    record["span_ms"], record["idle_ms"] = measured.get(record["index"], (None, None))
                     if record["timed"] and record["span_ms"] is None:
                         return fail("RUNTIME_ERROR", f"trial {trial}: timing: call {record['index']} launched no "
                                     "device work inside the call (work the timer cannot see)")

@@ -32,23 +32,29 @@ def _call_intervals(trace: dict, prefix: str) -> dict[str, list[tuple[float, flo
     return out
 
 
+def _span_ms(hits: list[tuple[float, float]]) -> float:
+    return (max(h[1] for h in hits) - min(h[0] for h in hits)) / 1e3  # trace times are µs
+
+
+def _idle_ms(hits: list[tuple[float, float]]) -> float:
+    """The span minus the union of the activities (overlapping ones, as programmatic dependent launch makes them,
+    count once)."""
+    busy, reach = 0.0, -math.inf
+    for start, end in sorted(hits):
+        if end > reach:
+            busy += end - max(start, reach)
+            reach = end
+    return (reach - min(h[0] for h in hits) - busy) / 1e3
+
+
 def annotated_spans(trace: dict, prefix: str) -> dict[str, float]:
     """{annotation name: span ms} for the annotations starting with `prefix` that launched device work, in the
     order the calls started; an annotation without device activity is absent."""
-    return {name: (max(h[1] for h in hits) - min(h[0] for h in hits)) / 1e3  # trace times are µs
-            for name, hits in _call_intervals(trace, prefix).items()}
+    return {name: _span_ms(hits) for name, hits in _call_intervals(trace, prefix).items()}
 
 
-def annotated_idle(trace: dict, prefix: str) -> dict[str, float]:
-    """{annotation name: ms of its span in which none of its device activities ran}: the gaps between its
-    kernels (overlapping ones, as programmatic dependent launch makes them, count once). Gaps are the GPU waiting
-    for the host's next launch (or a call idling on purpose): a faster kernel does not shorten them."""
-    out = {}
-    for name, hits in _call_intervals(trace, prefix).items():
-        busy, reach = 0.0, -math.inf
-        for start, end in sorted(hits):
-            if end > reach:
-                busy += end - max(start, reach)
-                reach = end
-        out[name] = (reach - min(h[0] for h in hits) - busy) / 1e3
-    return out
+def annotated_span_idle(trace: dict, prefix: str) -> dict[str, tuple[float, float]]:
+    """{annotation name: (span ms, idle ms)}, one pass over the trace. Idle is the part of the span in which none
+    of the call's device activities ran: the GPU waiting for the host's next launch (or a call idling on purpose),
+    which a faster kernel does not shorten."""
+    return {name: (_span_ms(hits), _idle_ms(hits)) for name, hits in _call_intervals(trace, prefix).items()}
