@@ -6,6 +6,6 @@ export FIB_SDK_CACHE=/tmp/fibcache
 R=repro/runs/h200-20261206-s16-dev
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv > $OUT/smi.txt
 for v in landed cand_half cand_ga_half; do (timeout 300 python3 $R/moe_ab.py prebuild $v > $OUT/prebuild_$v.txt 2>&1 &); done
-timeout 200 python3 -m pytest -m gpu -x -q -s tests/test_kernel_fused_moe.py > $OUT/gpu_tests.txt 2>&1; echo "tests rc $?" >> $OUT/rc.txt
-timeout 330 python3 $R/moe_ab.py > $OUT/moe_ab.txt 2>&1; echo "ab rc $?" >> $OUT/rc.txt
+timeout 170 python3 -m pytest -m gpu -x -q -s tests/test_kernel_fused_moe.py > $OUT/gpu_tests.txt 2>&1; echo "tests rc $?" >> $OUT/rc.txt
+timeout 260 python3 $R/moe_ab.py > $OUT/moe_ab.txt 2>&1; echo "ab rc $?" >> $OUT/rc.txt
 cat $OUT/rc.txt; grep -E "passed|failed|Error|error" $OUT/gpu_tests.txt | tail -5; cat $OUT/prebuild_*.txt | tail -5; cat $OUT/moe_ab.txt | grep -v Warn | tail -25

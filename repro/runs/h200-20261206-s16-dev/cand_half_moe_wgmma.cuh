@@ -12,15 +12,18 @@
 //  * One producer warpgroup (one thread issues everything; with two consumers, setmaxnreg drops it to 40 registers
 //    and raises the consumers to 232): per 128-wide K block a TMA box of A (BM x 128 B), of B (BN x 128 B; both
 //    128-byte swizzle) and of scale_a (BM + 4 f32 from row0 rounded down to 4: TMA's innermost start coordinate
-//    must be 16-byte aligned, an unaligned one is an illegal instruction) into one stage of a STAGES-deep ring, completing that stage's
-//    "full" mbarrier by transaction bytes.
+//    must be 16-byte aligned, an unaligned one is an illegal instruction) into one stage of a STAGES-deep ring,
+//    completing that stage's "full" mbarrier by transaction bytes. kGatherA (GEMM1 without a gather kernel): A by
+//    one 1-row box per valid row of the tile from the tokens' own rows, issued by BM / 32 producer warps (a lane
+//    each), which also write scale_a into the stage.
 //  * Consumer warpgroups (1 or 2), each owning 64 rows of the tile: wait "full", read the two scale_a values of
 //    its rows, issue 4 x wgmma m64nBNk32 (fresh partial sum), wait for them, release
 //    the stage ("empty": one arrival per consumer warp), then promote: acc += partial * scale_a * scale_b. The
 //    promotion per K block (a second f32 accumulator) is what production FP8 block-scale kernels do: the scales
 //    change every 128 of K, and the tensor core's own f32 accumulation of FP8 products is not full fp32.
-//  * Out-of-range rows: TMA zero-fills rows past A's last row; rows of the next group inside a tile are computed
-//    and never stored. So groups need no padding or alignment.
+//  * Out-of-range rows: TMA zero-fills rows past A's last row; rows of the next group inside a tile (kGatherA:
+//    stale shared memory, they are not loaded) are computed and never stored. So groups need no padding or
+//    alignment.
 //
 // Epilogues:
 //  * kSwiGluFp8 (GEMM1): B = W1_g with rows [x1 (n/2 rows) | x2 (n/2 rows)]; a unit owns 128 intermediate
@@ -149,9 +152,11 @@ struct WgConfig {
   // drops to 40 and the consumers rise to 232 (2 x 128 x 232 + 128 x 40 = 64512 <= 65536). With one consumer
   // warpgroup the launch already allows 255 per thread, so there is nothing to move.
   static constexpr bool kRegSplit = kConsumers == 2;
-  // A gathering producer warp (kGatherA: row ids, scales in flight) needs more than 40: 56 / 224.
-  static constexpr int kProducerRegs = kGatherA ? 56 : 40;
-  static constexpr int kConsumerRegs = kGatherA ? 224 : 232;
+  static constexpr int kProducerRegs = 40;
+  static constexpr int kConsumerRegs = 232;
+  // kGatherA: the producer warps that load A's rows (one row per lane) and arrive on "full".
+  static constexpr int kGatherWarps = kGatherA ? kBM / 32 : 0;
+  static constexpr int kFullArrivals = kGatherA ? kGatherWarps : 1;
   static constexpr int kAcc = kBN / 2;  // f32 accumulators per consumer thread (m64 x kBN per warpgroup)
 
   static_assert(kConsumers == 1 || kConsumers == 2, "one or two consumer warpgroups");
@@ -224,7 +229,7 @@ __device__ __forceinline__ float silu_mul(float gate, float up) {
 }
 
 // ------------------------------------------------------------------------------------------------------------------
-// kGatherA: A's rows are gathered by the producer warp (GemmArgs::row_token), one 1-row TMA box per valid row of
+// kGatherA: A's rows are gathered by the producer warps (GemmArgs::row_token), one 1-row TMA box per valid row of
 // the tile, and their scales by plain loads that the lanes write into the stage's scale_a slots (where a TMA box
 // would put them), instead of boxes of a permuted copy: no gather kernel before GEMM1 and no copy of the
 // activations through HBM. A tile's rows past its group's last row are then not loaded (stale shared memory: their
@@ -250,7 +255,7 @@ __global__ void __launch_bounds__(128 * (kConsumers + 1), 1)
     sm90::tma_prefetch_desc(&tm_b);
 #pragma unroll 1
     for (int s = 0; s < kStages; ++s) {
-      sm90::mbar_init(full0 + 8 * s, 1);                    // the producer's arrive.expect_tx
+      sm90::mbar_init(full0 + 8 * s, C::kFullArrivals);     // the producer's arrive.expect_tx (+ gatherers')
       sm90::mbar_init(empty0 + 8 * s, 4 * kConsumers);      // lane 0 of every consumer warp
     }
     sm90::mbar_fence_init();
@@ -265,69 +270,77 @@ __global__ void __launch_bounds__(128 * (kConsumers + 1), 1)
   if (wgi == kConsumers) {
     // ---------------------------------------------------------------- producer
     if constexpr (C::kRegSplit) sm90::setmaxnreg_dec<C::kProducerRegs>();
-    // One thread issues everything; with kGatherA the producer's first warp, each lane loading kBM / 32 rows.
-    if (tid >= kConsumers * 128 + (kGatherA ? 32 : 1)) return;
-    const int lane = tid % 32;
-    constexpr int kRowsPerLane = kGatherA ? C::kBM / 32 : 1;
+    if constexpr (kGatherA) {
+      // Warp w of the producer warpgroup loads tile rows 32 w + lane: one 1-row box each (a per-lane TMA
+      // coordinate is issued lane by lane, so the rows are spread over C::kGatherWarps warps), and writes their
+      // scales into the stage's scale_a slots before its arrive on "full" (one arrive per gathering warp; warp
+      // 0's also announces the stage's bytes and issues the weight boxes).
+      const int warp = (tid / 32) % 4, lane = tid % 32, r = 32 * warp + lane;
+      if (warp >= C::kGatherWarps) return;
+      uint32_t stage = 0, phase = 0;
+#pragma unroll 1
+      for (int u = blockIdx.x; u < units; u += gridDim.x) {
+        const Unit t = unit_at(table, u, C::kBM);
+        // This lane's row's source (-1: past the group's last row, not loaded) and its scale of the next K block
+        // to issue, loaded one block ahead (an L2 round trip per block would pace the producer).
+        const int tok = r < t.rows ? args.row_token[t.row0 + r] : -1;
+        float scale = tok >= 0 ? __ldg(args.row_scale + tok) : 0.0f;
+        const uint32_t tx = C::kBBytes + t.rows * 128;  // no scale_a box: the lanes write it
+#pragma unroll 1
+        for (int pass = 0; pass < C::kPasses; ++pass) {
+          const int b_row = t.group * args.n + t.nu * C::kUnitCols + pass * C::kBoxB;
+#pragma unroll 1
+          for (int kb = 0; kb < args.k_blocks; ++kb) {
+            const uint32_t full = full0 + 8 * stage;
+            if (lane == 0) sm90::mbar_wait(empty0 + 8 * stage, phase ^ 1);
+            __syncwarp();  // the stage is free: its rows and scale slots may be overwritten
+            if (tok >= 0) {
+              sm90::tma_load_2d(base + C::kOffA + stage * C::kABytes + r * 128, &tm_a, full, kb * 128, tok);
+              reinterpret_cast<float*>(smem + C::kOffSfa + stage * C::kSfaPitch)[(t.row0 & 3) + r] = scale;
+              // the next block's (after the pass's last block: block 0, for the next pass)
+              const int nkb = kb + 1 < args.k_blocks ? kb + 1 : 0;
+              scale = __ldg(args.row_scale + static_cast<size_t>(nkb) * args.row_scale_ld + tok);
+            }
+            __syncwarp();  // this warp's slots are written before its arrive releases them
+            if (lane == 0) {
+              if (warp == 0) {
+                // A row may complete before this announcement (the transaction count may dip below zero); the
+                // phase cannot complete before every gathering warp has arrived.
+                sm90::mbar_arrive_expect_tx(full, tx);
+                const uint32_t b_dst = base + C::kOffB + stage * C::kBBytes;
+                sm90::tma_load_2d(b_dst, &tm_b, full, kb * 128, b_row);
+                if constexpr (C::kSwiGlu)
+                  sm90::tma_load_2d(b_dst + C::kBoxB * 128, &tm_b, full, kb * 128, b_row + args.n / 2);
+              } else {
+                sm90::mbar_arrive(full);
+              }
+            }
+            if (++stage == kStages) stage = 0, phase ^= 1;
+          }
+        }
+      }
+      return;
+    }
+    if (tid != kConsumers * 128) return;  // one thread issues everything
     uint32_t stage = 0, phase = 0;
 #pragma unroll 1
     for (int u = blockIdx.x; u < units; u += gridDim.x) {
       const Unit t = unit_at(table, u, C::kBM);
-      // kGatherA: the source row of tile row lane + 32 j (-1 past the group's last row) and its scale of the next
-      // K block to issue, loaded one block ahead (an L2 round trip per block would pace the producer).
-      int tok[kRowsPerLane];
-      float scale[kRowsPerLane];
-      uint32_t tx = C::kTxBytes;
-      if constexpr (kGatherA) {
-#pragma unroll
-        for (int j = 0; j < kRowsPerLane; ++j) {
-          tok[j] = lane + 32 * j < t.rows ? args.row_token[t.row0 + lane + 32 * j] : -1;
-          scale[j] = tok[j] >= 0 ? __ldg(args.row_scale + tok[j]) : 0.0f;
-        }
-        tx = C::kTxBytes - C::kSfaBytes - (C::kBM - t.rows) * 128;
-      }
 #pragma unroll 1
       for (int pass = 0; pass < C::kPasses; ++pass) {
         // Row of B's first box in the [num_groups * n][K] view (SwiGLU: x1 rows; x2 rows are n/2 further).
         const int b_row = t.group * args.n + t.nu * C::kUnitCols + pass * C::kBoxB;
 #pragma unroll 1
         for (int kb = 0; kb < args.k_blocks; ++kb) {
-          const uint32_t full = full0 + 8 * stage, a_dst = base + C::kOffA + stage * C::kABytes;
-          if constexpr (kGatherA) {
-            if (lane == 0) sm90::mbar_wait(empty0 + 8 * stage, phase ^ 1);
-            __syncwarp();  // the stage is free: its scale slots may be overwritten
-            float* sfa = reinterpret_cast<float*>(smem + C::kOffSfa + stage * C::kSfaPitch) + (t.row0 & 3);
-            // Write this block's scales, then load the next block's (the pass's last block: block 0 again, for
-            // the next pass) so that their L2 round trip overlaps this block's issue and the next empty wait.
-            const int nkb = kb + 1 < args.k_blocks ? kb + 1 : 0;
-#pragma unroll
-            for (int j = 0; j < kRowsPerLane; ++j) {
-              if (tok[j] >= 0) {
-                sfa[lane + 32 * j] = scale[j];
-                scale[j] = __ldg(args.row_scale + static_cast<size_t>(nkb) * args.row_scale_ld + tok[j]);
-              }
-            }
-            __syncwarp();  // the slots are written before lane 0's arrive releases them
-          }
-          if (lane == 0) {
-            if constexpr (!kGatherA) sm90::mbar_wait(empty0 + 8 * stage, phase ^ 1);
-            sm90::mbar_arrive_expect_tx(full, tx);
-            if constexpr (!kGatherA) {
-              sm90::tma_load_2d(a_dst, &tm_a, full, kb * 128, t.row0);
-              sm90::tma_load_2d(base + C::kOffSfa + stage * C::kSfaPitch, &tm_sfa, full, t.row0 & ~3, kb);
-            }
-            const uint32_t b_dst = base + C::kOffB + stage * C::kBBytes;
-            sm90::tma_load_2d(b_dst, &tm_b, full, kb * 128, b_row);
-            if constexpr (C::kSwiGlu)
-              sm90::tma_load_2d(b_dst + C::kBoxB * 128, &tm_b, full, kb * 128, b_row + args.n / 2);
-          }
-          if constexpr (kGatherA) {
-            __syncwarp();  // its transaction count is announced before any row can complete on it
-            // A 1-row box lands where row i of a taller box would: the 128 B swizzle follows the smem address.
-#pragma unroll
-            for (int j = 0; j < kRowsPerLane; ++j)
-              if (tok[j] >= 0) sm90::tma_load_2d(a_dst + (lane + 32 * j) * 128, &tm_a, full, kb * 128, tok[j]);
-          }
+          sm90::mbar_wait(empty0 + 8 * stage, phase ^ 1);
+          const uint32_t full = full0 + 8 * stage;
+          sm90::mbar_arrive_expect_tx(full, C::kTxBytes);
+          sm90::tma_load_2d(base + C::kOffA + stage * C::kABytes, &tm_a, full, kb * 128, t.row0);
+          sm90::tma_load_2d(base + C::kOffSfa + stage * C::kSfaPitch, &tm_sfa, full, t.row0 & ~3, kb);
+          const uint32_t b_dst = base + C::kOffB + stage * C::kBBytes;
+          sm90::tma_load_2d(b_dst, &tm_b, full, kb * 128, b_row);
+          if constexpr (C::kSwiGlu)
+            sm90::tma_load_2d(b_dst + C::kBoxB * 128, &tm_b, full, kb * 128, b_row + args.n / 2);
           if (++stage == kStages) stage = 0, phase ^= 1;
         }
       }
