@@ -1,4 +1,5 @@
-# Session 16 (CPU, repository root): land a variant of the A/B into the templates and solutions/fused_moe, commit.
+# Session 16 (CPU, repository root, after `git apply` of wip-moe-s15-s16.patch and the A/B): land a variant of the
+# A/B into the templates and solutions/fused_moe, commit.
 #   bash land.sh cand | cand_half | cand_ga_half
 set -e
 R=repro/runs/h200-20261206-s16-dev
@@ -11,6 +12,6 @@ esac
 sed -i "s/^GATHER_A = .*/GATHER_A = $ga/" solutions/fused_moe/render.toml
 sed -i "s/^GATHER_A = \[0, 1\]/GATHER_A = [0, 1]/" templates/fused_moe/template.toml
 .nox/sdk/bin/python -c "from pathlib import Path; from sdk import regenerate; regenerate.rewrite(Path('solutions/fused_moe'))"
-git add templates solutions/fused_moe tests/test_kernel_fused_moe.py
+git add templates solutions/fused_moe tests/test_kernel_fused_moe.py tests/test_kernel_fused_moe_wgmma.py
 git commit -qm "MoE: $1 of the session-16 A/B (see repro/runs/h200-20261206-s16-dev)"
 git log --oneline -1

@@ -1,6 +1,7 @@
-# Session 16 (run from the repository root, on the CPU): re-renders solutions/fused_moe from the templates, and into
-# .variants/ beside this script: landed (HEAD's solution, kept as is), cand_half (+ idle half tiles: the
-# moe_wgmma.cuh edit of cand_half_moe_wgmma.cuh's kind, applied to the current template), cand_ga_half (+ GATHER_A).
+# Session 16 (run from the repository root, on the CPU, after `git apply` of wip-moe-s15-s16.patch): re-renders
+# solutions/fused_moe from the templates, and into .variants/ beside this script: landed (HEAD's solution, kept as
+# is), cand_half (+ idle half tiles: the edit below, applied to a copy of the template and also left beside this
+# script as cand_half_moe_wgmma.cuh for land.sh), cand_ga_half (+ GATHER_A = 1).
 import shutil, subprocess, sys, tempfile
 from pathlib import Path
 

@@ -38,7 +38,7 @@ def main():
     cases = [tuple(map(int, a.split(","))) for a in sys.argv[1:]] or CASES
     fns = {k: solutions.build(solutions.load_package(v).solution, definition) for k, v in names.items()}
     wl = {w.axes["seq_len"]: w for w in workloads.load(MOE)}
-    rounds, per = (3, 15)
+    rounds, per = (3, int(os.environ.get("AB_PER", "15")))
     for T, seed in cases:
         x = inputs.make_inputs(definition, wl[T], seed=seed, device="cuda")
         work = moe_work(x)
