@@ -10,7 +10,6 @@ case "$1" in
   *) echo "unknown variant $1"; exit 2 ;;
 esac
 sed -i "s/^GATHER_A = .*/GATHER_A = $ga/" solutions/fused_moe/render.toml
-sed -i "s/^GATHER_A = \[0, 1\]/GATHER_A = [0, 1]/" templates/fused_moe/template.toml
 .nox/sdk/bin/python -c "from pathlib import Path; from sdk import regenerate; regenerate.rewrite(Path('solutions/fused_moe'))"
 git add templates solutions/fused_moe tests/test_kernel_fused_moe.py tests/test_kernel_fused_moe_wgmma.py
 git commit -qm "MoE: $1 of the session-16 A/B (see repro/runs/h200-20261206-s16-dev)"
