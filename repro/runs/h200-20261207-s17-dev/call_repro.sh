@@ -1,12 +1,12 @@
 # Session 17, for a short device budget: the wgmma unit test (gather tiles 4/5 exercise GATHER_A end to end), then
-# the MoE repro of cand_ga_half if it passed, else of cand_half (both render the session 15/16 patch; see
+# (after prep.sh) the MoE repro of cand_ga_half if it passed, else of cand_half (both render the session 15/16 patch; see
 # call_all.sh for the digest check against manifest.txt), then, if time is left, the A/B of that variant vs landed.
 # SHORT=1: no peers (the floor probe still runs with the reference) and only the solution (no torch baseline): ~150 s instead of ~330 s.
 T0=$(date +%s); left() { echo $(( ${DEADLINE:-585} - ($(date +%s) - T0) )); }
 export FIB_SDK_CACHE=/tmp/fibcache AB_PER=${AB_PER:-8}
 D=repro/runs/h200-20261207-s17-dev; R=repro/runs/h200-20261206-s16-dev
 eval "$(python3 -m sdk env install --wheels .whl-moe 2>/dev/null)"
-nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv > $OUT/smi.txt
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv > $OUT/rc.txt
 timeout ${WG_S:-100} python3 -m pytest -m gpu -x -q -s tests/test_kernel_fused_moe_wgmma.py > $OUT/wgmma_tests.txt 2>&1; rc=$?
 echo "wgmma rc $rc at $(( $(date +%s) - T0 )) s" >> $OUT/rc.txt
 W=cand_half; [ $rc = 0 ] && W=cand_ga_half
