@@ -4,7 +4,7 @@
 # solutions/fused_moe, which the device scripts check before naming that commit in a results file). Leaves the
 # checkout on s17-cand. Needs .nox/sdk (nox -s tests -- --co -q).
 set -e
-D=repro/runs/h200-20261207-s17-dev; R=repro/runs/h200-20261206-s16-dev
+source repro/runs/h200-20261207-s17-dev/lib.sh
 git apply $R/wip-moe-s15-s16.patch
 .nox/sdk/bin/python $R/make_variants.py > /dev/null
 git checkout -q -b s17-cand
@@ -16,7 +16,6 @@ done
 : > $D/manifest.txt
 for v in cand cand_half cand_ga_half; do
   tmp=$(mktemp -d); git archive s17-$v solutions/fused_moe | tar -x -C $tmp
-  dig=$(cd $tmp && find solutions/fused_moe -type f | sort | xargs sha256sum | sha256sum | cut -c1-16)
-  echo "$v $(git rev-parse --short s17-$v) $dig" >> $D/manifest.txt; rm -rf $tmp
+  echo "$v $(git rev-parse --short s17-$v) $(solution_digest $tmp)" >> $D/manifest.txt; rm -rf $tmp
 done
 cat $D/manifest.txt

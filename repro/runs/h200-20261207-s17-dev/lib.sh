@@ -1,0 +1,41 @@
+# Session 17: what prep.sh, call_all.sh and call_repro.sh share (source it from the repository root).
+D=repro/runs/h200-20261207-s17-dev; R=repro/runs/h200-20261206-s16-dev
+
+# Digest of the solutions/fused_moe below directory $1 (file paths and contents; __pycache__ left out).
+solution_digest() {
+  (cd "$1" && find solutions/fused_moe -type f -not -path '*__pycache__*' | sort | xargs sha256sum | sha256sum | cut -c1-16)
+}
+
+# Device side: T0, left() (seconds left of DEADLINE), the MoE wheels, the GPU line as the first of rc.txt.
+device_setup() {
+  T0=$(date +%s)
+  export FIB_SDK_CACHE=/tmp/fibcache AB_PER=${AB_PER:-8}
+  eval "$(python3 -m sdk env install --wheels .whl-moe 2>/dev/null)"
+  nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv > $OUT/rc.txt
+}
+left() { echo $(( ${DEADLINE:-585} - ($(date +%s) - T0) )); }
+mark() { echo "$* at $(( $(date +%s) - T0 )) s" >> $OUT/rc.txt; }
+
+# The wgmma unit test (gather tiles 4/5 exercise GATHER_A end to end) within $1 seconds; returns its status.
+wgmma_test() {
+  timeout $1 python3 -m pytest -m gpu -x -q -s tests/test_kernel_fused_moe_wgmma.py > $OUT/wgmma_tests.txt 2>&1
+  local rc=$?; mark "wgmma rc $rc"; return $rc
+}
+
+# Variant $1 (cand: the checkout itself) as solutions/fused_moe; if its digest is manifest.txt's, the MoE repro
+# naming that branch's commit, within the time left. Extra bench arguments: $2...
+repro_variant() {
+  local W=$1; shift
+  if [ "$W" != cand ]; then
+    rm -rf solutions/fused_moe && cp -r $R/.variants/$W solutions/fused_moe &&
+      sed -i "s/fused_moe_fp8_sm90_$W/fused_moe_fp8_sm90/" solutions/fused_moe/solution/python/main.py
+  fi
+  local dig=$(solution_digest .) C WANT
+  read -r _ C WANT <<< "$(grep "^$W " $D/manifest.txt)"
+  mark "variant $W digest $dig want $WANT commit $C"
+  [ "$dig" = "$WANT" ] || return 1
+  mkdir -p $OUT/tr
+  FIB_SDK_COMMIT=$C timeout $(( $(left) - 5 )) python3 -m sdk bench --definitions .official --definition moe \
+    --tag ${TAG:-repro} --settings repro/settings.toml --out $OUT --traces $OUT/tr "$@" > $OUT/repro_log.txt 2>&1
+  mark "repro rc $?"
+}
