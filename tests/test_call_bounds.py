@@ -100,11 +100,11 @@ def test_a_probe_of_few_bytes_carries_its_fixed_cost_once_not_scaled_by_the_call
     assert twice == pytest.approx(1.25 * 1.8) and half == pytest.approx(1.25 * 0.6)
 
 
-def _row(calls, passed=True):
+def _row(calls, passed=True, draw_bytes=10):
     package = SimpleNamespace(name="sol", solution=SimpleNamespace(definition=INDEXER, hash=lambda: "h"))
     result = SimpleNamespace(raw={"calls": calls, "checked": 1}, passed=passed, status="PASSED" if passed else
                              "INCORRECT_NUMERICAL", reason="", workload=small_indexer())
-    baseline = {"work": Work(bytes=10, flops=0, matrix="fp8").as_dict(), "probe_ms": 1.0, "probe": {}}
+    baseline = {"work": Work(bytes=draw_bytes, flops=0, matrix="fp8").as_dict(), "probe_ms": 1.0, "probe": {}}
     return make_row(package, result, baseline, CEILINGS, gpu=True)
 
 
@@ -119,3 +119,27 @@ def test_bench_row_without_recorded_work_keeps_the_bound_of_the_draws():
     row = _row([{"trial": t, "timed": True, "span_ms": 2.0, "wall_ms": 2.0} for t in range(3)])
     assert row["bound_basis"] == "baseline draws" and row["bound_ms"] == pytest.approx(1.0)
     assert statistics.fmean(row["latency_trials_ms"]) == pytest.approx(2.0)
+
+
+def test_timed_call_floor_is_the_mean_of_each_trials_median_floor():
+    calls = [_call(0, 20, 0), _call(0, 10, 3e13), _call(0, 40, 0), _call(0, 10**6, 0, timed=False),  # warmup: out
+             _call(1, 5, 0), {"trial": 1, "timed": True, "span_ms": 1.0}]                         # no work: out
+    got = floors.timed_call_floor(calls, "fp8", CEILINGS, "span_ms")
+    # trial 0: median(20 / 10, max(10 / 10, 3e13 / 1e15 s = 30 ms), 40 / 10) = 4 ms; trial 1: 0.5 ms
+    assert got["floor_trials_ms"] == pytest.approx([4.0, 0.5]) and got["floor_ms"] == pytest.approx(2.25)
+    assert floors.timed_call_floor(calls[-1:], "fp8", CEILINGS, "span_ms") is None
+
+
+def test_bench_row_floor_is_of_the_timed_calls_not_of_the_baseline_draws():
+    # Session 18 (H100, MoE T = 1): the draws' floor (two of three routed tokens to three local experts, 29 us) was
+    # above the latency of timed calls that mostly routed none; the check must compare the calls with their own work.
+    honest = _row([_call(t, 10, 0, span=1.5) for t in range(3)], draw_bytes=100)   # calls' floor 1 ms, draws' 10
+    assert honest["status"] == "PASSED" and honest["floor_basis"] == "timed calls"
+    assert honest["floor_ms"] == pytest.approx(1.0) and honest["floor_draws_ms"] == pytest.approx(10.0)
+    # the same check still fails a latency under its own calls' floor
+    skipped = _row([_call(t, 100, 0, span=5.0) for t in range(3)], draw_bytes=10)  # calls' floor 10 ms
+    assert skipped["status"] == "RUNTIME_ERROR" and "physical floor 10 ms" in skipped["reason"]
+    assert skipped["latency_ms"] is None
+    # without recorded work the floor stays the draws'
+    plain = _row([{"trial": t, "timed": True, "span_ms": 2.0, "wall_ms": 2.0} for t in range(3)])
+    assert "floor_basis" not in plain and plain["floor_ms"] == pytest.approx(1.0)

@@ -242,6 +242,10 @@ def make_row(package: SolutionPackage, result, baseline: dict, ceilings, gpu: bo
     ).model_dump()
     if row["work"] and ceilings is not None:
         row["floor_ms"] = floors.floor_ms(floors.Work(**row["work"]), ceilings)
+        timed_floor = floors.timed_call_floor(raw.get("calls") or [], row["work"]["matrix"], ceilings,
+                                              "span_ms" if gpu else "wall_ms") if result.passed else None
+        if timed_floor:  # the check below compares the timed calls' latency with the timed calls' own floor
+            row.update(floor_draws_ms=row["floor_ms"], floor_basis="timed calls", **timed_floor)
         if row["probe_ms"]:
             from .probe import bound_ms, timed_call_bounds
 
