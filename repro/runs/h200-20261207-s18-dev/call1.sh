@@ -1,0 +1,3 @@
+# Device call 1 (session 18, got an H100): the wgmma unit test and the s17 A/B (landed / cand / cand_half /
+# cand_ga_half) on 5 cases; the same as s17 call_all.sh without its repro. Output: out1/.
+source repro/runs/h200-20261207-s17-dev/lib.sh; device_setup; for v in landed cand_half cand_ga_half; do (timeout 240 python3 $R/moe_ab.py prebuild $v > /tmp/prebuild_$v.txt 2>&1 &); done; wgmma_test 80; timeout 150 python3 $R/moe_ab.py 1,100 11948,100 7,100 14107,100 32,100 > $OUT/moe_ab.txt 2>&1; mark "ab rc $?"; echo "winner: $(python3 $D/pick.py $OUT/moe_ab.txt)" >> $OUT/rc.txt; cat /tmp/prebuild_*.txt > $OUT/prebuild.txt
