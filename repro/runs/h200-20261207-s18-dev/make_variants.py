@@ -4,7 +4,10 @@
 # extension name) plus .vtemplates/<name> beside this script (its templates/fused_moe, copied over on the device before a repro
 # so the results file's sources_sha256 names exactly what ran):
 #   c_oldroute: landed's routing (moe_routing.cuh from main: shuffle arg-max rounds, not redux.sync);
-#   c_nodefer:  GEMM2's plain epilogue stores right after its K loop (no deferral into the next unit).
+#   c_nodefer:  GEMM2's plain epilogue stores right after its K loop (no deferral into the next unit);
+#   c_accinit:  (written after the A/B, for the next one) GEMM1's accumulators zeroed before each pass's K loop and
+#               every K block added, as landed does, instead of a kb == 0 / kb > 0 branch in the hot loop (the
+#               assignment at kb == 0 stays for GEMM2, whose accumulators hold the deferred unit until then).
 import shutil, subprocess, sys, tempfile
 from pathlib import Path
 
@@ -15,6 +18,14 @@ R = Path(__file__).parent
 V = Path("repro/runs/h200-20261206-s16-dev/.variants")
 DEFER = "  constexpr bool kDefer = !C::kSwiGlu;"
 EPI = "      if constexpr (kDefer) {\n        pending = t;"
+PART = "      float part[C::kAcc];  // K block kb's fresh sum; kb = 0 sets acc, later blocks add to it\n"
+PART_N = PART + """      if constexpr (!kDefer) {
+#pragma unroll
+        for (int i = 0; i < C::kAcc; ++i) acc[i] = 0.0f;
+      }
+"""
+FIRST = "        if (kb == 0) {  // the unit's (pass's) first block"
+FIRST_N = "        if (kDefer && kb == 0) {  // the unit's (pass's) first block"
 EPI_N = "      if constexpr (!C::kSwiGlu && !kDefer) {\n        store_plain(t, row_w);\n      } else if constexpr (kDefer) {\n        pending = t;"
 
 
@@ -46,6 +57,14 @@ def no_defer(t):
     f.write_text(s.replace(DEFER, "  constexpr bool kDefer = false;").replace(EPI, EPI_N))
 
 
+def acc_init(t):
+    f = t / "moe_wgmma.cuh"
+    s = f.read_text()
+    assert s.count(PART) == 1 and s.count(FIRST) == 1
+    f.write_text(s.replace(PART, PART_N).replace(FIRST, FIRST_N))
+
+
 if __name__ == "__main__":
     variant("c_oldroute", old_route)
     variant("c_nodefer", no_defer)
+    variant("c_accinit", acc_init)
