@@ -1,8 +1,9 @@
-# Throwaway (session 18, CPU, repository root, on branch s17-cand): the session-16 candidate ("cand") lost 1-4% at
-# T = 11948 / 14107 against landed on the H100 A/B while winning 5-48% at T <= 80. Two variants that each undo one
-# of cand's changes on paths the large-T calls take, to find the culprit, each as .variants/<name> (solution, own
-# extension name) plus .vtemplates/<name> beside this script (its templates/fused_moe, copied over on the device before a repro
-# so the results file's sources_sha256 names exactly what ran):
+# Throwaway (session 18, CPU, repository root, on branch s18-cand: prep.sh runs it): the session-16 candidate
+# ("cand") lost 1-4% at T = 11948 / 14107 against landed on the H100 A/B while winning 5-48% at T <= 80. Variants
+# that each undo one of cand's changes on paths the large-T calls take, to find the culprit, each as
+# .variants/<name> (solution, own extension name) plus .vtemplates/<name> beside this script (its
+# templates/fused_moe, copied over on the device before a repro so the results file's sources_sha256 names exactly
+# what ran):
 #   c_oldroute: landed's routing (moe_routing.cuh from main: shuffle arg-max rounds, not redux.sync);
 #   c_nodefer:  GEMM2's plain epilogue stores right after its K loop (no deferral into the next unit);
 #   c_accinit:  (written after the A/B, for the next one) GEMM1's accumulators zeroed before each pass's K loop and
