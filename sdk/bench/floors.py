@@ -184,22 +184,30 @@ def mean_work(works: list[Work]) -> Work:
                         "flops_trials": [w.flops for w in works]})
 
 
-def timed_call_floor(calls: list[dict], matrix: str, ceilings: Ceilings, latency_key: str) -> dict | None:
-    """The floor of the calls that were timed, aggregated as their latency is: per timed call (a record with the
-    judge's "work" and a latency) `floor_ms` of its own bytes and FLOPs, per trial the median, then the mean of the
-    trials'. Each call's span is at least its floor, so each trial's median span is at least the median of its
-    floors (order statistics), and the latency at least this mean. The baseline's draws are not the timed calls: a
-    MoE trial at T = 1 whose calls routed no token to a local expert moves 23 KB, while a draw that routed three
-    moves 132 MB, and that draw's floor over the trial's 5 us spans called honest work skipped (session 18, H100).
-    None when no timed call carries its work."""
+def timed_call_values(calls: list[dict], latency_key: str, value: Callable[[dict], float]) -> list[list[float]]:
+    """`value(work)` of every timed call (a record with the judge's "work" and a latency), grouped by trial in trial
+    order: the calls' own work, to aggregate as their latency is (`stats.latency`: median per trial, mean of the
+    trials). Empty when no timed call carries its work."""
     trials: dict[int, list[float]] = {}
     for c in calls:
         work = c.get("work")
         if c.get("timed") and c.get(latency_key) is not None and work:
-            trials.setdefault(c["trial"], []).append(floor_ms(Work(work["bytes"], work["flops"], matrix), ceilings))
+            trials.setdefault(c["trial"], []).append(value(work))
+    return [v for _, v in sorted(trials.items())]
+
+
+def timed_call_floor(calls: list[dict], matrix: str, ceilings: Ceilings, latency_key: str) -> dict | None:
+    """The floor of the calls that were timed: `floor_ms` of each one's own bytes and FLOPs, per trial the median,
+    then the mean of the trials'. Each call's span is at least its floor, so each trial's median span is at least
+    the median of its floors (order statistics), and the latency at least this mean. The baseline's draws are not
+    the timed calls: a MoE trial at T = 1 whose calls routed no token to a local expert moves 23 KB, while a draw
+    that routed three moves 132 MB, and that draw's floor over the trial's 5 us spans called honest work skipped
+    (session 18, H100). None when no timed call carries its work."""
+    trials = timed_call_values(calls, latency_key,
+                               lambda work: floor_ms(Work(work["bytes"], work["flops"], matrix), ceilings))
     if not trials:
         return None
-    medians = [statistics.median(v) for _, v in sorted(trials.items())]
+    medians = [statistics.median(v) for v in trials]
     return {"floor_ms": statistics.fmean(medians), "floor_trials_ms": medians}
 
 

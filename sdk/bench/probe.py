@@ -526,15 +526,13 @@ def timed_call_bounds(calls: list[dict], probe_ms: float, probed: Work, ceilings
         return None
     stream_ms = min(probe_ms, probed.bytes / ceilings.hbm_bytes_per_s * 1e3)
     fixed_ms = probe_ms - stream_ms
-    trials: dict[int, list[float]] = {}
-    for c in calls:
-        work = c.get("work")
-        if not (c.get("timed") and c.get(latency_key) is not None and work):
-            continue
+
+    def bound(work: dict) -> float:
         compute_ms = work["flops"] / rate * 1e3 if rate else 0.0
-        memory_ms = fixed_ms + stream_ms * work["bytes"] / probed.bytes
-        trials.setdefault(c["trial"], []).append(max(memory_ms, compute_ms))
+        return max(fixed_ms + stream_ms * work["bytes"] / probed.bytes, compute_ms)
+
+    trials = floors.timed_call_values(calls, latency_key, bound)
     if not trials:
         return None
-    medians = [statistics.median(v) for _, v in sorted(trials.items())]
-    return {"bound_ms": statistics.fmean(medians), "bound_trials_ms": medians, "bound_calls": sum(map(len, trials.values()))}
+    medians = [statistics.median(v) for v in trials]
+    return {"bound_ms": statistics.fmean(medians), "bound_trials_ms": medians, "bound_calls": sum(map(len, trials))}
