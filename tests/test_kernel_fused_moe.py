@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import time
@@ -61,9 +62,16 @@ def test_solution_package_is_a_contest_python_solution():
 
 # ---- routing: the warp algorithm of route_token_warp, lane by lane --------------------------------------------
 
-def warp_route(logits: torch.Tensor, bias: torch.Tensor) -> list[set]:
-    """Mirror of moe_routing.cuh for each token: lane l owns experts 8l..8l+7; xor-merge of per-lane top-2;
-    group rank with lower-index tie break; 8 rounds of warp arg-max (value desc, index asc)."""
+def ordered_key(x: float) -> int:
+    """moe_routing.cuh's ordered_key of a float32 value (after the kernel's + 0.0f, which makes -0 into +0)."""
+    bits = struct.unpack("<I", struct.pack("<f", x + 0.0))[0]
+    return (~bits & 0xFFFFFFFF) if bits & 0x80000000 else bits | 0x80000000
+
+
+def warp_route(logits: torch.Tensor, bias: torch.Tensor) -> list[list[int]]:
+    """Mirror of moe_routing.cuh for each token, lane by lane: lane l owns experts 8l..8l+7; xor-merge of per-lane
+    top-2; group rank with lower-index tie break; 8 rounds of: each lane's strict arg-max over its keys, the warp's
+    max key (redux), the lowest lane holding it (ballot + ffs) clears its key. Returns the picks in round order."""
     s = 1.0 / (1.0 + torch.exp(-logits))
     sb = (s + bias.float()).view(-1, 32, 8)
     picks = []
@@ -83,14 +91,36 @@ def warp_route(logits: torch.Tensor, bias: torch.Tensor) -> list[set]:
                  for l, (a1, a2) in enumerate(m)]
         score = [m[4 * g][0] + m[4 * g][1] for g in range(8)]
         kept = [sum(score[h] > score[g] or (score[h] == score[g] and h < g) for h in range(8)) < 4 for g in range(8)]
-        taken, chosen = set(), set()
+        keys = [[ordered_key(x) if kept[l // 4] else 0 for x in lanes[l]] for l in range(32)]
+        chosen = []
         for _ in range(8):
-            best = max(((lanes[l][i], -(8 * l + i)) for l in range(32) if kept[l // 4] for i in range(8)
-                        if 8 * l + i not in taken))
-            taken.add(-best[1])
-            chosen.add(-best[1])
+            local = []
+            for k in keys:
+                bk, bi = 0, 0
+                for i, key in enumerate(k):
+                    if key > bk:
+                        bk, bi = key, i
+                local.append((bk, bi))
+            top = max(bk for bk, _ in local)
+            winner = next(l for l, (bk, _) in enumerate(local) if bk == top)
+            keys[winner][local[winner][1]] = 0
+            chosen.append(8 * winner + local[winner][1])
         picks.append(chosen)
     return picks
+
+
+def value_desc_index_asc(logits: torch.Tensor, bias: torch.Tensor) -> list[list[int]]:
+    """The selection rule the kernel documents, directly: the kept groups as warp_route keeps them, then the 8
+    largest biased scores, ties to the lower expert id (-0 equal to +0)."""
+    sb = (1.0 / (1.0 + torch.exp(-logits)) + bias.float()).view(-1, 256)
+    out = []
+    for tok, row in enumerate(sb.tolist()):
+        groups = [sorted(row[32 * g:32 * g + 32], reverse=True) for g in range(8)]
+        score = [g[0] + g[1] for g in groups]
+        kept = [sum(score[h] > score[g] or (score[h] == score[g] and h < g) for h in range(8)) < 4 for g in range(8)]
+        cands = [(row[e] + 0.0, -e) for e in range(256) if kept[e // 32]]
+        out.append([-e for _, e in sorted(cands, reverse=True)[:8]])
+    return out
 
 
 def test_warp_routing_algorithm_picks_the_reference_experts():
@@ -98,7 +128,18 @@ def test_warp_routing_algorithm_picks_the_reference_experts():
     logits = torch.randn(64, 256, generator=gen) * 1.5 + torch.randn(1, 256, generator=gen) * 0.75
     bias = (torch.randn(256, generator=gen) * 0.02).to(torch.bfloat16)
     experts, _ = _moe_route()(logits, bias, 2.5)  # the reference's own routing
-    assert warp_route(logits, bias) == [set(row) for row in experts.tolist()]
+    assert [set(p) for p in warp_route(logits, bias)] == [set(row) for row in experts.tolist()]
+
+
+def test_warp_routing_breaks_ties_towards_the_lower_expert():
+    # Logits on a coarse grid and a zero bias: many exact ties, within and across lanes and groups; the bias of
+    # -0.0 on a zero score makes -0 meet +0. The kernel's rule: value descending, index ascending.
+    gen = torch.Generator().manual_seed(11)
+    logits = torch.randint(-3, 4, (64, 256), generator=gen).float()
+    logits[:8] = 0.0  # every score equal: the picks are the first 8 experts of the first kept groups
+    bias = torch.zeros(256, dtype=torch.bfloat16)
+    bias[::3] = -0.0
+    assert warp_route(logits, bias) == value_desc_index_asc(logits, bias)
 
 
 # ---- compile (nvcc; the launch unit is torch-free, the torch binding is plain C++ compiled at JIT time) ----------

@@ -96,8 +96,9 @@ def test_wgmma_kernels_compile_for_sm90a_without_spills(compiled):
         print(f"  {name}: {info}")
     gemms = [n for n in entries if GEMM_KERNEL in n]
     swaps = [n for n in entries if SWAP_KERNEL in n]
-    # 3 epilogues x 2 row tiles; 3 epilogues x 2 swap tiles + GEMM2 on a hi + lo intermediate x 2 swap tiles
-    assert len(gemms) == 6 and len(swaps) == 8 and any("gather_rows_kernel" in n for n in entries), list(entries)
+    # 3 epilogues x 2 row tiles + GEMM1 gathering its rows x 2 row tiles; 3 epilogues x 2 swap tiles + GEMM2 on a
+    # hi + lo intermediate x 2 swap tiles
+    assert len(gemms) == 8 and len(swaps) == 8 and any("gather_rows_kernel" in n for n in entries), list(entries)
     for name, info in entries.items():
         assert info.get("spill_stores") == 0 and info.get("spill_loads") == 0 and info.get("stack") == 0, (name, info)
     assert "warning" not in log.lower(), log  # e.g. ptxas serialising wgmma ("Potential Performance Loss")
@@ -125,7 +126,7 @@ def test_wgmma_kernels_sass_uses_qgmma_tma_mbarriers_setmaxnreg(compiled):
         if qgmma:
             print("  " + " ".join(qgmma))
     gemms = {n: ops for n, ops in seen.items() if GEMM_KERNEL in n}
-    assert len(gemms) == 6, list(seen)
+    assert len(gemms) == 8, list(seen)  # with GEMM1 gathering its rows (two row tiles)
     for name, ops in gemms.items():
         assert ops["QGMMA"] >= 4 and ops["UTMALDG"] >= 3 and ops["SYNCS"] > 0, (name, ops)
         two_consumers = "kernelILi2E" in name  # BM = 128: the producer/consumer register split
@@ -382,13 +383,14 @@ def test_wgmma_grouped_gemms_match_fp32_reference_on_gpu():
     # The plain tiles first, everywhere, then the swap-AB ones: a crash in one kernel (which ends the CUDA context)
     # still leaves the numbers of everything run before it.
     _check_all(ext, reps=10, tiles=(0, 1))
-    _check_end_to_end(ext, seq_lens=seq_lens, reps=5, tiles=(0, 1))
+    _check_end_to_end(ext, seq_lens=seq_lens, reps=5, tiles=(0, 1, 4, 5))
     _check_all(ext, reps=10, tiles=(2, 3))
     _check_end_to_end(ext, seq_lens=seq_lens, reps=5, tiles=(2, 3), time_solution=False)
     assert not FAILURES, "\n".join(FAILURES)
 
 
 TILES = {0: "BM=128", 1: "BM=64", 2: "swap-AB 16 tokens", 3: "swap-AB 32 tokens"}
+GATHER_TILES = {4: "BM=128, GEMM1 gathers rows", 5: "BM=64, GEMM1 gathers rows"}  # the whole MoE only
 
 
 def _check_all(ext, reps, tiles=tuple(TILES)):
@@ -549,7 +551,7 @@ def _check_end_to_end(ext, seq_lens, reps, tiles=tuple(TILES), time_solution=Tru
         out = torch.full((seq, H), float("nan"), dtype=torch.bfloat16, device=DEVICE)
         line = f"T={seq}:"
         for tile in tiles:
-            tile_name = TILES[tile]
+            tile_name = {**TILES, **GATHER_TILES}[tile]
             out.fill_(float("nan"))
 
             def call(vals=vals, out=out, tile=tile):

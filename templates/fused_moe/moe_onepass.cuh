@@ -135,6 +135,8 @@ struct OnePassLayout {
   // The producer thread also hands GEMM1 stages their token rows and scales (more than the 40 registers the swap
   // kernel gives its producer): 56 for it, 224 for the consumers (2 x 128 x 224 + 128 x 56 = 64512 <= 65536).
   static constexpr int kProducerRegs = 56, kConsumerRegs = 224;
+  static_assert(256 * kConsumerRegs + 128 * kProducerRegs <= 384 * 168,
+                "setmaxnreg moves registers within what a 384-thread CTA holds (168 each): no more");
   static_assert(G1::kSfaPitch == G2::kSfaPitch && G1::kTBytes <= kTStride && G2::kWBytes <= kWStride, "one ring");
   static_assert(kSmem <= 227 * 1024, "shared memory budget (227 KB per CTA)");
 };
@@ -149,54 +151,67 @@ struct OnePassArgs {
   __nv_bfloat16* out;     // [T][7168]
 };
 
-// Phase 0's routing and permutation, by the whole CTA (T <= 16 tokens, 12 warps).
-__device__ __forceinline__ void onepass_route(const OnePassArgs& a, const GemmArgs& g1, const GemmArgs& g2,
-                                              OnePassRoute* R) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  for (int t = warp; t < a.route.T; t += blockDim.x / 32) {
+// Phase 0's routing and permutation, by the whole CTA (T <= 16 tokens, 12 warps), every step a single warp's
+// latency chain (~7 us at T = 1 when done serially). Returns the routed rows, the same in every CTA; 0 (no local
+// expert) returns right after the routing, with nothing else of R written. Token t goes to warp t + 1 (the last to
+// warp 0), so at small T the routing starts on warps with nothing else to do on entry (warp 0 holds thread 0,
+// which observes the grid barrier).
+__device__ __forceinline__ int onepass_route(const OnePassArgs& a, const GemmArgs& g1, const GemmArgs& g2,
+                                             OnePassRoute* R) {
+  static_assert(kOnePassTMax <= kOnePassTokens, "an expert's rows are one swap-AB tile: its unit count is 0 or 1");
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+  uint32_t any = 0;
+  for (int t = warp == 0 ? warps - 1 : warp - 1; t < a.route.T; t += warps) {
     const uint32_t m = route_token_warp(a.route, t, R->w + t * kLocalExperts);
     if (lane == 0) R->mask[t] = m;
+    any |= m;
   }
-  __syncthreads();
+  if (!__syncthreads_or(any != 0u)) return 0;  // also publishes the barriers' init (as the __syncthreads below)
   if (warp == 0) {  // lane = local expert: count, offsets, slots in token order (expert-major, as permute_kernel)
+    uint32_t masks[kOnePassTMax];
+#pragma unroll
+    for (int t = 0; t < kOnePassTMax; ++t) masks[t] = t < a.route.T ? R->mask[t] : 0u;
     int cnt = 0;
-    for (int t = 0; t < a.route.T; ++t) cnt += (R->mask[t] >> lane) & 1u;
-    const int excl = warp_inclusive_sum(cnt) - cnt;
+#pragma unroll
+    for (int t = 0; t < kOnePassTMax; ++t) cnt += (masks[t] >> lane) & 1u;
+    const int incl = warp_inclusive_sum(cnt), excl = incl - cnt;
     R->counts[lane] = cnt;
     R->offsets[lane] = excl;
     int pos = excl;
-    for (int t = 0; t < a.route.T; ++t) {
-      const uint32_t m = R->mask[t];
-      if ((m >> lane) & 1u) {
+#pragma unroll
+    for (int t = 0; t < kOnePassTMax; ++t) {
+      if ((masks[t] >> lane) & 1u) {
         R->perm_tok[pos] = t;
         R->perm_w[pos] = R->w[t * kLocalExperts + lane];
-        R->slot_of[t * kMaxLocalPerToken + __popc(m & ((1u << lane) - 1u))] = pos;
+        R->slot_of[t * kMaxLocalPerToken + __popc(masks[t] & ((1u << lane) - 1u))] = pos;
         ++pos;
       }
     }
-    const int rows = __shfl_sync(0xffffffffu, excl + cnt, 31);
+    // Both unit tables and both split factors from registers: lanes 0-7 weigh GEMM1's S, lanes 8-15 GEMM2's.
+    const int rows = __shfl_sync(0xffffffffu, incl, 31);
+    const int experts = __popc(__ballot_sync(0xffffffffu, cnt > 0));  // one 16-token tile each
+    write_unit_table(cnt, excl, kOnePassTokens, kGemm1Units, R->table1);
+    write_unit_table(cnt, excl, kOnePassTokens, kGemm2Units, R->table2);
+    const bool second = (lane & 8) != 0;
+    const GemmArgs& g = second ? g2 : g1;
+    const int s = choose_splits(experts * (second ? kGemm2Units : kGemm1Units), rows, gridDim.x, g.k_blocks,
+                                g.partial_rows);
+    const int s1 = __shfl_sync(0xffffffffu, s, 0), s2 = __shfl_sync(0xffffffffu, s, 8);
     if (lane == 0) {
       R->g1 = g1;
       R->g2 = g2;
       R->g1.counts = R->g2.counts = R->counts;
       R->g1.offsets = R->g2.offsets = R->offsets;
       R->g2.row_weight = R->perm_w;
-    }
-    __syncwarp();
-    build_unit_table(R->g1, kOnePassTokens, kGemm1Units, R->table1);
-    build_unit_table(R->g2, kOnePassTokens, kGemm2Units, R->table2);
-    __syncwarp();
-    if (lane == 0) {
-      const int s1 = choose_splits(R->table1[32], rows, gridDim.x, g1.k_blocks, g1.partial_rows);
-      const int s2 = choose_splits(R->table2[32], rows, gridDim.x, g2.k_blocks, g2.partial_rows);
       R->rows = rows;
       R->splits1 = s1;
       R->splits2 = s2;
-      R->items1 = R->table1[32] * s1;
-      R->items2 = R->table2[32] * s2;
+      R->items1 = experts * kGemm1Units * s1;
+      R->items2 = experts * kGemm2Units * s2;
     }
   }
   __syncthreads();
+  return R->rows;
 }
 
 // Producer: the loads of one item's K blocks into the ring. A GEMM1 item's rows (inputs) are always ready; a GEMM2
@@ -220,7 +235,7 @@ struct OnePassProducer {
 
   // GEMM1 stage s, K block kb: the scale_a slots the consumer reads (at row0 % 4 + token, as a TMA box would put
   // them), written before the stage's arrive releases them. Slots of padding tokens keep stale values: their
-  // accumulator columns are never stored.
+  // accumulator columns are never stored (zeroing all 16 slots costs the producer's critical path at T = 1).
   __device__ void gemm1_scales(const Unit& t, uint32_t s, int kb) const {
     const float* xs = reinterpret_cast<const float*>(smem + L::kOffXs) + kb * T;
     float* sfa = reinterpret_cast<float*>(smem + L::kOffSfa + s * L::kSfaPitch) + (t.row0 & 3);
@@ -246,18 +261,17 @@ struct OnePassProducer {
     pending = 0;
   }
 
-  // Issues item (t, split) up to K block index `stop` (of its range); `ready` says whether its rows may be loaded
+  // Issues the `count` K blocks of item (t, split) from kb_begin on; `ready` says whether its rows may be loaded
   // (GEMM1: always), `wait_ready` blocks until they may (GEMM2: the expert's counter).
   template <class Ready>
-  __device__ int issue(bool gemm2, const Unit& t, const GemmArgs& g, int kb_begin, int kb_end, int from, int stop,
-                       bool& ready, Ready wait_ready) {
+  __device__ void issue(bool gemm2, const Unit& t, const GemmArgs& g, int kb_begin, int count, bool& ready,
+                        Ready wait_ready) {
     using G1 = typename L::G1;
     using G2 = typename L::G2;
     const uint32_t tx = gemm2 ? G2::kTxBytes : G1::kWBytes + t.rows * 128;
     const int w_row = t.group * g.n + t.nu * 128;
-    int k = from;
-    for (; k < stop; ++k) {
-      if (!ready && k - from >= L::kStages) {
+    for (int k = 0; k < count; ++k) {
+      if (!ready && k >= L::kStages) {
         wait_ready();
         ready = true;
         flush_pending(t, g);
@@ -279,8 +293,6 @@ struct OnePassProducer {
       }
       if (++stage == L::kStages) stage = 0, phase ^= 1;
     }
-    (void)kb_end;
-    return k;
   }
 };
 
@@ -325,8 +337,7 @@ __global__ void __launch_bounds__(384, 1)
     for (int i = tid; i < kLocalExperts; i += blockDim.x) a.expert_done[i] = 0;
     for (int i = tid; i < kGemm2Units; i += blockDim.x) a.column_done[i] = 0;
   }
-  onepass_route(a, g1, g2, R);  // ends with __syncthreads (also for the barriers' init)
-  const int rows = R->rows;
+  const int rows = onepass_route(a, g1, g2, R);  // ends with a CTA barrier (also for the barriers' init)
   if (rows == 0) {  // no local expert: every output is 0 (uniform over the grid: no CTA arrives or waits)
     const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
     const int chunks = a.route.T * kHidden / 8;
@@ -336,7 +347,10 @@ __global__ void __launch_bounds__(384, 1)
     return;
   }
 
-  if (tid == 0) bar.arrive();  // onepass_route's closing __syncthreads ordered CTA 0's zeroing before this
+  // onepass_route's closing __syncthreads ordered CTA 0's zeroing before this. Every CTA arrives exactly once, or
+  // (no local expert, above) none does: the word is cooperative_groups' own, a partial round would skew it for
+  // every later cooperative launch in the context.
+  if (tid == 0) bar.arrive();
   const int items1 = R->items1, items2 = R->items2, s1 = R->splits1, s2 = R->splits2;
   const GemmArgs& G1a = R->g1;
   const GemmArgs& G2a = R->g2;
@@ -380,7 +394,7 @@ __global__ void __launch_bounds__(384, 1)
         ready = true;
         fence_proxy_async_global();
       }
-      prod.issue(gemm2, t, g, kb0, kb1, 0, kb1 - kb0, ready, wait_rows);
+      prod.issue(gemm2, t, g, kb0, kb1 - kb0, ready, wait_rows);
       if (!ready) {
         wait_rows();
         prod.flush_pending(t, g);

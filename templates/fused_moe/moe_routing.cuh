@@ -23,6 +23,12 @@ struct RouteArgs {
   float scaling;                 // routed_scaling_factor
 };
 
+// Order-preserving u32 image of a float (not NaN): a > b as floats iff key(a) > key(b) as integers; every key is > 0.
+__device__ __forceinline__ uint32_t ordered_key(float f) {
+  const uint32_t b = __float_as_uint(f);
+  return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
 // Routes token t with the calling warp. Returns the 32-bit mask of picked local experts (same on all lanes) and
 // writes the routing weight of each picked local expert to w_row[le] (other entries untouched).
 __device__ __forceinline__ uint32_t route_token_warp(const RouteArgs& a, int t, float* w_row) {
@@ -67,38 +73,37 @@ __device__ __forceinline__ uint32_t route_token_warp(const RouteArgs& a, int t, 
   }
   const bool group_kept = rank < kTopKGroups;
 
-  // Top-8 experts by biased score among the kept groups: 8 rounds of warp arg-max (value desc, index asc).
-  uint32_t taken = 0;
+  // Top-8 experts by biased score among the kept groups: 8 rounds of warp arg-max (value desc, index asc). Each
+  // lane keeps its best untaken expert as an order-preserving u32 key (0: none), so a round is one redux.sync max,
+  // a ballot for the lowest lane holding it (lane l owns experts 8l.., so the lowest lane is the lowest index) and,
+  // off the round-to-round chain, the winner's id and score. Adding +0 first makes -0 and +0 one key, as they
+  // compare equal in floats.
+  uint32_t key[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) key[i] = group_kept ? ordered_key(sb[i] + 0.0f) : 0u;
   int ids[kTopK];
   float picked_s[kTopK];
 #pragma unroll
   for (int r = 0; r < kTopK; ++r) {
-    float bv = -INFINITY, bs = 0.0f;
-    int bi = 0x7fffffff;
-    if (group_kept) {
+    uint32_t bk = 0u;
+    int bi = 0;
+    float bs = 0.0f;
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        if (!((taken >> i) & 1u) && sb[i] > bv) {
-          bv = sb[i];
-          bs = s[i];
-          bi = lane * 8 + i;
-        }
+    for (int i = 0; i < 8; ++i) {
+      if (key[i] > bk) {  // strict: the lower i wins a tie
+        bk = key[i];
+        bi = i;
+        bs = s[i];
       }
     }
+    const uint32_t top = __reduce_max_sync(0xffffffffu, bk);
+    const int winner = __ffs(__ballot_sync(0xffffffffu, bk == top)) - 1;
+    if (lane == winner) {
 #pragma unroll
-    for (int off = 16; off >= 1; off >>= 1) {
-      const float ov = __shfl_xor_sync(0xffffffffu, bv, off);
-      const float os = __shfl_xor_sync(0xffffffffu, bs, off);
-      const int oi = __shfl_xor_sync(0xffffffffu, bi, off);
-      if (ov > bv || (ov == bv && oi < bi)) {
-        bv = ov;
-        bs = os;
-        bi = oi;
-      }
+      for (int i = 0; i < 8; ++i) key[i] = i == bi ? 0u : key[i];
     }
-    ids[r] = bi;
-    picked_s[r] = bs;
-    if ((bi >> 3) == lane) taken |= 1u << (bi & 7);
+    ids[r] = winner * 8 + __shfl_sync(0xffffffffu, bi, winner);
+    picked_s[r] = __shfl_sync(0xffffffffu, bs, winner);
   }
   float sum = 0.0f;
 #pragma unroll

@@ -12,15 +12,18 @@
 //  * One producer warpgroup (one thread issues everything; with two consumers, setmaxnreg drops it to 40 registers
 //    and raises the consumers to 232): per 128-wide K block a TMA box of A (BM x 128 B), of B (BN x 128 B; both
 //    128-byte swizzle) and of scale_a (BM + 4 f32 from row0 rounded down to 4: TMA's innermost start coordinate
-//    must be 16-byte aligned, an unaligned one is an illegal instruction) into one stage of a STAGES-deep ring, completing that stage's
-//    "full" mbarrier by transaction bytes.
+//    must be 16-byte aligned, an unaligned one is an illegal instruction) into one stage of a STAGES-deep ring,
+//    completing that stage's "full" mbarrier by transaction bytes. kGatherA (GEMM1 without a gather kernel): A by
+//    one 1-row box per valid row of the tile from the tokens' own rows, issued by BM / 32 producer warps (a lane
+//    each), which also write scale_a into the stage.
 //  * Consumer warpgroups (1 or 2), each owning 64 rows of the tile: wait "full", read the two scale_a values of
 //    its rows, issue 4 x wgmma m64nBNk32 (fresh partial sum), wait for them, release
 //    the stage ("empty": one arrival per consumer warp), then promote: acc += partial * scale_a * scale_b. The
 //    promotion per K block (a second f32 accumulator) is what production FP8 block-scale kernels do: the scales
 //    change every 128 of K, and the tensor core's own f32 accumulation of FP8 products is not full fp32.
-//  * Out-of-range rows: TMA zero-fills rows past A's last row; rows of the next group inside a tile are computed
-//    and never stored. So groups need no padding or alignment.
+//  * Out-of-range rows: TMA zero-fills rows past A's last row; rows of the next group inside a tile (kGatherA:
+//    stale shared memory, they are not loaded) are computed and never stored. So groups need no padding or
+//    alignment.
 //
 // Epilogues:
 //  * kSwiGluFp8 (GEMM1): B = W1_g with rows [x1 (n/2 rows) | x2 (n/2 rows)]; a unit owns 128 intermediate
@@ -78,6 +81,12 @@ struct GemmArgs {
   // swap-AB: 1 = counts / offsets / row_weight are final before pdl_wait (GroupedGemm::early_weights): the weight
   // boxes of the first ring stages are issued before the wait, only the activations (A, scale_a) wait for it.
   int early_weights;
+  // Row tiles with kGatherA: row r of the (permuted) A is row row_token[r] of the tensor map's rows (the tokens'
+  // own activations), loaded one 128-byte TMA row at a time, and its scales are row_scale[kb * row_scale_ld +
+  // row_token[r]] (the tokens' own [K / 128][T] scales). Else null.
+  const int* row_token;
+  const float* row_scale;
+  int row_scale_ld;
 };
 
 // e4m3 of a (already divided by its block scale), and e4m3(16 x the rounding residual): hi + lo / 16 carries about
@@ -101,18 +110,23 @@ __device__ __forceinline__ uint8_t e4m3_hi_lo(float a, uint8_t& lo) {
 
 // Split-K factor of a swap-AB GEMM with `units` output tiles of `k_blocks` K blocks on `ctas` persistent CTAs: the
 // S in 1..kMaxSplits with the fewest waves x (K blocks per split + 2), the 2 standing for a unit's fixed cost
-// (pipeline fill, epilogue); at least 2 K blocks per split and S x rows <= partial_rows. A pure function of the
-// routed counts, evaluated on the device: the host never learns them.
+// (pipeline fill, epilogue), the smallest such S on a tie; at least 2 K blocks per split and S x rows <=
+// partial_rows (S = 1 always qualifies). A pure function of the routed counts, evaluated on the device: the host
+// never learns them. Collective over each aligned group of 8 lanes (lane l weighs S = l % 8 + 1, all at once: the
+// serial loop's integer divisions cost ~0.75 us of a call's critical path); every lane of a group gets its
+// group's S, so two groups can choose for two GEMMs in one go.
 __device__ __forceinline__ int choose_splits(int units, int rows, int ctas, int k_blocks, int partial_rows) {
-  int best = 1, best_cost = (units + ctas - 1) / ctas * (k_blocks + 2);
-  for (int s = 2; s <= kMaxSplits && s * rows <= partial_rows && 2 * s <= k_blocks; ++s) {
-    const int cost = (units * s + ctas - 1) / ctas * ((k_blocks + s - 1) / s + 2);
-    if (cost < best_cost) best = s, best_cost = cost;
-  }
-  return best;
+  static_assert(kMaxSplits >= 1 && kMaxSplits <= 8, "one lane of an 8-lane group per candidate S");
+  const int s = (threadIdx.x & 7) + 1;
+  const bool allowed = s == 1 || (s <= kMaxSplits && s * rows <= partial_rows && 2 * s <= k_blocks);
+  const uint32_t cost = static_cast<uint32_t>((units * s + ctas - 1) / ctas * ((k_blocks + s - 1) / s + 2));
+  uint32_t key = allowed ? (cost << 3) | static_cast<uint32_t>(s - 1) : 0xffffffffu;  // fewest cost, then smallest S
+#pragma unroll
+  for (int off = 4; off >= 1; off >>= 1) key = min(key, __shfl_xor_sync(0xffffffffu, key, off));
+  return static_cast<int>(key & 7u) + 1;
 }
 
-template <int kConsumers, int kBN, int kStages, Epi kEpi>
+template <int kConsumers, int kBN, int kStages, Epi kEpi, bool kGatherA = false>
 struct WgConfig {
   static constexpr int kBM = 64 * kConsumers;
   static constexpr int kThreads = 128 * (kConsumers + 1);
@@ -140,6 +154,9 @@ struct WgConfig {
   static constexpr bool kRegSplit = kConsumers == 2;
   static constexpr int kProducerRegs = 40;
   static constexpr int kConsumerRegs = 232;
+  // kGatherA: the producer warps that load A's rows (one row per lane) and arrive on "full".
+  static constexpr int kGatherWarps = kGatherA ? kBM / 32 : 0;
+  static constexpr int kFullArrivals = kGatherA ? kGatherWarps : 1;
   static constexpr int kAcc = kBN / 2;  // f32 accumulators per consumer thread (m64 x kBN per warpgroup)
 
   static_assert(kConsumers == 1 || kConsumers == 2, "one or two consumer warpgroups");
@@ -163,12 +180,10 @@ __device__ __forceinline__ T load_l2_or_shared(const T* p) {
   return __isShared(p) ? *p : __ldcg(p);
 }
 
-// Warp 0: table[0..32] = units before group g (inclusive scan), [33..64] counts, [65..96] offsets.
-__device__ __forceinline__ void build_unit_table(const GemmArgs& a, int bm, int n_units, int* table) {
+// Warp 0, lane = group (lanes >= num_groups: cnt = off = 0): table[0..32] = units before group g (inclusive scan),
+// [33..64] counts, [65..96] offsets.
+__device__ __forceinline__ void write_unit_table(int cnt, int off, int bm, int n_units, int* table) {
   const int lane = threadIdx.x & 31;
-  const bool live = lane < a.num_groups;
-  const int cnt = live ? load_l2_or_shared(a.counts + lane) : 0;
-  const int off = live ? load_l2_or_shared(a.offsets + lane) : 0;
   int v = (cnt + bm - 1) / bm * n_units;
 #pragma unroll
   for (int d = 1; d < 32; d <<= 1) {
@@ -181,9 +196,22 @@ __device__ __forceinline__ void build_unit_table(const GemmArgs& a, int bm, int 
   table[65 + lane] = off;
 }
 
+// The same from the GEMM's counts / offsets.
+__device__ __forceinline__ void build_unit_table(const GemmArgs& a, int bm, int n_units, int* table) {
+  const int lane = threadIdx.x & 31;
+  const bool live = lane < a.num_groups;
+  write_unit_table(live ? load_l2_or_shared(a.counts + lane) : 0, live ? load_l2_or_shared(a.offsets + lane) : 0,
+                   bm, n_units, table);
+}
+
+// Unit u's group: the largest g with table[g] <= u (empty groups before it share its start), by bisection over the
+// 32 groups: 5 dependent shared-memory loads on the path from one unit to the next, instead of up to 32.
 __device__ __forceinline__ Unit unit_at(const int* table, int u, int bm) {
+  static_assert(kMaxGroups == 32, "a 5-step bisection");
   int g = 0;
-  while (u >= table[g + 1]) ++g;
+#pragma unroll
+  for (int step = 16; step >= 1; step >>= 1)
+    if (table[g + step] <= u) g += step;
   const int r = u - table[g], cnt = table[33 + g];
   const int mtiles = (cnt + bm - 1) / bm;
   Unit t;
@@ -201,11 +229,16 @@ __device__ __forceinline__ float silu_mul(float gate, float up) {
 }
 
 // ------------------------------------------------------------------------------------------------------------------
-template <int kConsumers, int kBN, int kStages, Epi kEpi>
+// kGatherA: A's rows are gathered by the producer warps (GemmArgs::row_token), one 1-row TMA box per valid row of
+// the tile, and their scales by plain loads that the lanes write into the stage's scale_a slots (where a TMA box
+// would put them), instead of boxes of a permuted copy: no gather kernel before GEMM1 and no copy of the
+// activations through HBM. A tile's rows past its group's last row are then not loaded (stale shared memory: their
+// accumulator rows are never stored), so the stage expects t.rows rows of A and no scale bytes.
+template <int kConsumers, int kBN, int kStages, Epi kEpi, bool kGatherA = false>
 __global__ void __launch_bounds__(128 * (kConsumers + 1), 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_sfa,
                         const __grid_constant__ CUtensorMap tm_b, const GemmArgs args) {
-  using C = WgConfig<kConsumers, kBN, kStages, kEpi>;
+  using C = WgConfig<kConsumers, kBN, kStages, kEpi, kGatherA>;
   extern __shared__ uint8_t smem_raw[];
   // TMA's 128 B swizzle and the wgmma descriptors assume 1024-byte aligned tiles: align the base by hand.
   const uint32_t raw = sm90::smem_u32(smem_raw);
@@ -222,7 +255,7 @@ __global__ void __launch_bounds__(128 * (kConsumers + 1), 1)
     sm90::tma_prefetch_desc(&tm_b);
 #pragma unroll 1
     for (int s = 0; s < kStages; ++s) {
-      sm90::mbar_init(full0 + 8 * s, 1);                    // the producer's arrive.expect_tx
+      sm90::mbar_init(full0 + 8 * s, C::kFullArrivals);     // the producer's arrive.expect_tx (+ gatherers')
       sm90::mbar_init(empty0 + 8 * s, 4 * kConsumers);      // lane 0 of every consumer warp
     }
     sm90::mbar_fence_init();
@@ -237,7 +270,58 @@ __global__ void __launch_bounds__(128 * (kConsumers + 1), 1)
   if (wgi == kConsumers) {
     // ---------------------------------------------------------------- producer
     if constexpr (C::kRegSplit) sm90::setmaxnreg_dec<C::kProducerRegs>();
-    if (tid != kConsumers * 128) return;
+    if constexpr (kGatherA) {
+      // Warp w of the producer warpgroup loads tile rows 32 w + lane: one 1-row box each (a per-lane TMA
+      // coordinate is issued lane by lane, so the rows are spread over C::kGatherWarps warps), and writes their
+      // scales into the stage's scale_a slots before its arrive on "full" (one arrive per gathering warp; warp
+      // 0's also announces the stage's bytes and issues the weight boxes).
+      const int warp = (tid / 32) % 4, lane = tid % 32, r = 32 * warp + lane;
+      if (warp >= C::kGatherWarps) return;
+      uint32_t stage = 0, phase = 0;
+#pragma unroll 1
+      for (int u = blockIdx.x; u < units; u += gridDim.x) {
+        const Unit t = unit_at(table, u, C::kBM);
+        // This lane's row's source (-1: past the group's last row, not loaded) and its scale of the next K block
+        // to issue, loaded one block ahead (an L2 round trip per block would pace the producer).
+        const int tok = r < t.rows ? args.row_token[t.row0 + r] : -1;
+        float scale = tok >= 0 ? __ldg(args.row_scale + tok) : 0.0f;
+        const uint32_t tx = C::kBBytes + t.rows * 128;  // no scale_a box: the lanes write it
+#pragma unroll 1
+        for (int pass = 0; pass < C::kPasses; ++pass) {
+          const int b_row = t.group * args.n + t.nu * C::kUnitCols + pass * C::kBoxB;
+#pragma unroll 1
+          for (int kb = 0; kb < args.k_blocks; ++kb) {
+            const uint32_t full = full0 + 8 * stage;
+            if (lane == 0) sm90::mbar_wait(empty0 + 8 * stage, phase ^ 1);
+            __syncwarp();  // the stage is free: its rows and scale slots may be overwritten
+            if (tok >= 0) {
+              sm90::tma_load_2d(base + C::kOffA + stage * C::kABytes + r * 128, &tm_a, full, kb * 128, tok);
+              reinterpret_cast<float*>(smem + C::kOffSfa + stage * C::kSfaPitch)[(t.row0 & 3) + r] = scale;
+              // the next block's (after the pass's last block: block 0, for the next pass)
+              const int nkb = kb + 1 < args.k_blocks ? kb + 1 : 0;
+              scale = __ldg(args.row_scale + static_cast<size_t>(nkb) * args.row_scale_ld + tok);
+            }
+            __syncwarp();  // this warp's slots are written before its arrive releases them
+            if (lane == 0) {
+              if (warp == 0) {
+                // A row may complete before this announcement (the transaction count may dip below zero); the
+                // phase cannot complete before every gathering warp has arrived.
+                sm90::mbar_arrive_expect_tx(full, tx);
+                const uint32_t b_dst = base + C::kOffB + stage * C::kBBytes;
+                sm90::tma_load_2d(b_dst, &tm_b, full, kb * 128, b_row);
+                if constexpr (C::kSwiGlu)
+                  sm90::tma_load_2d(b_dst + C::kBoxB * 128, &tm_b, full, kb * 128, b_row + args.n / 2);
+              } else {
+                sm90::mbar_arrive(full);
+              }
+            }
+            if (++stage == kStages) stage = 0, phase ^= 1;
+          }
+        }
+      }
+      return;
+    }
+    if (tid != kConsumers * 128) return;  // one thread issues everything
     uint32_t stage = 0, phase = 0;
 #pragma unroll 1
     for (int u = blockIdx.x; u < units; u += gridDim.x) {
@@ -272,6 +356,34 @@ __global__ void __launch_bounds__(128 * (kConsumers + 1), 1)
   uint32_t stage = 0, phase = 0;
   float held[C::kSwiGlu ? 32 : 1];  // SwiGLU pass-0 results (8 column groups x 2 rows x 2 columns)
   (void)held;
+  // Plain epilogues (one pass) are deferred: a unit's accumulators wait in `acc` and are stored while the next
+  // unit's first K block runs on the tensor cores (GEMM2's units are only 16 K blocks long, so a store phase with
+  // the tensor cores idle costs about a tenth of the unit). `pending` is that unit and its row weights.
+  constexpr bool kDefer = !C::kSwiGlu;
+  float acc[C::kAcc];
+  Unit pending{0, 0, 0, 0};
+  bool has_pending = false;
+  float pending_w[2] = {1.0f, 1.0f};
+  auto store_plain = [&](const Unit& t, const float (&w)[2]) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = my_row + 8 * h;
+      if (row >= t.rows) continue;
+      const size_t at = static_cast<size_t>(t.row0 + row) * args.ldo + t.nu * kBN + 2 * quad;
+      if constexpr (kEpi == Epi::kF32) {
+        float* dst = static_cast<float*>(args.out) + at;
+#pragma unroll
+        for (int i = 0; i < C::kAcc / 4; ++i)
+          *reinterpret_cast<float2*>(dst + 8 * i) = make_float2(acc[4 * i + 2 * h], acc[4 * i + 2 * h + 1]);
+      } else {
+        __nv_bfloat16* dst = static_cast<__nv_bfloat16*>(args.out) + at;
+#pragma unroll
+        for (int i = 0; i < C::kAcc / 4; ++i)
+          *reinterpret_cast<__nv_bfloat162*>(dst + 8 * i) =
+              __floats2bfloat162_rn(acc[4 * i + 2 * h] * w[h], acc[4 * i + 2 * h + 1] * w[h]);
+      }
+    }
+  };
 
 #pragma unroll 1
   for (int u = blockIdx.x; u < units; u += gridDim.x) {
@@ -286,9 +398,17 @@ __global__ void __launch_bounds__(128 * (kConsumers + 1), 1)
                      : sfb_x;
       float next_x = __ldg(sfb_x), next_y = __ldg(sfb_y);
 
-      float acc[C::kAcc], part[C::kAcc];
+      float part[C::kAcc];  // K block kb's fresh sum; kb = 0 sets acc, later blocks add to it
+      // The routing weights of this thread's two rows, loaded now: the epilogue would otherwise wait an L2 round
+      // trip for them with the tensor cores idle (GEMM2's units are only 16 K blocks long).
+      float row_w[2] = {1.0f, 1.0f};
+      if constexpr (kEpi == Epi::kBf16RowWeight) {
+        if (args.row_weight != nullptr) {
 #pragma unroll
-      for (int i = 0; i < C::kAcc; ++i) acc[i] = 0.0f;
+          for (int h = 0; h < 2; ++h)
+            if (my_row + 8 * h < t.rows) row_w[h] = args.row_weight[t.row0 + my_row + 8 * h];
+        }
+      }
 
 #pragma unroll 1
       for (int kb = 0; kb < args.k_blocks; ++kb) {
@@ -307,6 +427,12 @@ __global__ void __launch_bounds__(128 * (kConsumers + 1), 1)
 #pragma unroll
         for (int k = 0; k < 4; ++k) sm90::wgmma_fp8<kBN>(part, da + 2 * k, db + 2 * k, k > 0);
         sm90::wgmma_commit();
+        if constexpr (kDefer) {
+          if (kb == 0 && has_pending) {  // the previous unit's stores, while this block's MMAs run
+            store_plain(pending, pending_w);
+            has_pending = false;
+          }
+        }
         sm90::wgmma_wait<0>();
         sm90::fence_regs(part);
         __syncwarp();  // every lane of the warp is done with the stage (its scales too)
@@ -314,37 +440,33 @@ __global__ void __launch_bounds__(128 * (kConsumers + 1), 1)
         if (++stage == kStages) stage = 0, phase ^= 1;
 
         const float s0x = a0 * sx, s1x = a1 * sx, s0y = a0 * sy, s1y = a1 * sy;
+        if (kb == 0) {  // the unit's (pass's) first block: acc starts here (it held the pending unit until now)
 #pragma unroll
-        for (int i = 0; i < C::kAcc / 4; ++i) {
-          const bool y = C::kSwiGlu && i >= C::kAcc / 8;  // columns 64..127 of a SwiGLU tile are x2
-          acc[4 * i + 0] += part[4 * i + 0] * (y ? s0y : s0x);
-          acc[4 * i + 1] += part[4 * i + 1] * (y ? s0y : s0x);
-          acc[4 * i + 2] += part[4 * i + 2] * (y ? s1y : s1x);
-          acc[4 * i + 3] += part[4 * i + 3] * (y ? s1y : s1x);
+          for (int i = 0; i < C::kAcc / 4; ++i) {
+            const bool y = C::kSwiGlu && i >= C::kAcc / 8;  // columns 64..127 of a SwiGLU tile are x2
+            acc[4 * i + 0] = part[4 * i + 0] * (y ? s0y : s0x);
+            acc[4 * i + 1] = part[4 * i + 1] * (y ? s0y : s0x);
+            acc[4 * i + 2] = part[4 * i + 2] * (y ? s1y : s1x);
+            acc[4 * i + 3] = part[4 * i + 3] * (y ? s1y : s1x);
+          }
+        } else {
+#pragma unroll
+          for (int i = 0; i < C::kAcc / 4; ++i) {
+            const bool y = C::kSwiGlu && i >= C::kAcc / 8;
+            acc[4 * i + 0] += part[4 * i + 0] * (y ? s0y : s0x);
+            acc[4 * i + 1] += part[4 * i + 1] * (y ? s0y : s0x);
+            acc[4 * i + 2] += part[4 * i + 2] * (y ? s1y : s1x);
+            acc[4 * i + 3] += part[4 * i + 3] * (y ? s1y : s1x);
+          }
         }
       }
 
       // ---------------------------------------------------------------- epilogue of this pass
-      if constexpr (kEpi == Epi::kF32 || kEpi == Epi::kBf16RowWeight) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int row = my_row + 8 * h;
-          if (row >= t.rows) continue;
-          const size_t at = static_cast<size_t>(t.row0 + row) * args.ldo + t.nu * kBN + 2 * quad;
-          if constexpr (kEpi == Epi::kF32) {
-            float* dst = static_cast<float*>(args.out) + at;
-#pragma unroll
-            for (int i = 0; i < C::kAcc / 4; ++i)
-              *reinterpret_cast<float2*>(dst + 8 * i) = make_float2(acc[4 * i + 2 * h], acc[4 * i + 2 * h + 1]);
-          } else {
-            const float w = args.row_weight != nullptr ? args.row_weight[t.row0 + row] : 1.0f;
-            __nv_bfloat16* dst = static_cast<__nv_bfloat16*>(args.out) + at;
-#pragma unroll
-            for (int i = 0; i < C::kAcc / 4; ++i)
-              *reinterpret_cast<__nv_bfloat162*>(dst + 8 * i) =
-                  __floats2bfloat162_rn(acc[4 * i + 2 * h] * w, acc[4 * i + 2 * h + 1] * w);
-          }
-        }
+      if constexpr (kDefer) {
+        pending = t;
+        pending_w[0] = row_w[0];
+        pending_w[1] = row_w[1];
+        has_pending = true;
       } else {
         // Thread's values of this pass: column groups i = 0..7 (x1 in acc[4i..], x2 in acc[4(i+8)..]).
         float cur[32];
@@ -390,6 +512,9 @@ __global__ void __launch_bounds__(128 * (kConsumers + 1), 1)
         }
       }
     }
+  }
+  if constexpr (kDefer) {
+    if (has_pending) store_plain(pending, pending_w);
   }
 }
 

@@ -43,11 +43,15 @@ struct GroupedGemm {
   // least two launches back, and the kernel between triggers its dependents only after its own pdl_wait), so the
   // producer issues the first stages' weight boxes before it waits; only the activations wait. 0: wait first.
   int early_weights = 0;
+  // Row tiles: A = the tokens' own rows ([a_rows = T][k]); row r of the permuted A is row row_token[r] of it
+  // (the GEMM gathers them), sfa still in permuted order. Null: A is already permuted.
+  const int* row_token = nullptr;
 };
 
 // Tile configuration: rows per tile 128 (two consumer warpgroups) or 64 (one); or swap-AB (weights in wgmma's M,
-// 16 or 32 tokens in its N; for few rows per expert).
-enum class Tile : int { kTile128 = 0, kTile64 = 1, kSwap16 = 2, kSwap32 = 3 };
+// 16 or 32 tokens in its N; for few rows per expert). 4 / 5: the row tiles with GEMM1 gathering the token rows
+// itself (MoePlan::gather_a, no gather kernel), for moe_forward only.
+enum class Tile : int { kTile128 = 0, kTile64 = 1, kSwap16 = 2, kSwap32 = 3, kTile128Gather = 4, kTile64Gather = 5 };
 
 // GEMM1: out = e4m3(silu(A W[n/2:]^T) * (A W[:n/2]^T) / scale), out_scale = per-128-column amax / 448; n % 256 == 0.
 cudaError_t gemm1_swiglu_fp8(const GroupedGemm& p, cudaStream_t stream, Tile tile = Tile::kTile128);

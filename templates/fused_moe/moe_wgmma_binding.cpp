@@ -95,7 +95,8 @@ void forward(torch::Tensor logits, torch::Tensor bias, torch::Tensor x, torch::T
              torch::Tensor w1_scale, torch::Tensor w2, torch::Tensor w2_scale, int64_t local_offset, double scaling,
              torch::Tensor out, int64_t tile) {
   using namespace fused_moe;
-  TORCH_CHECK(tile >= 0 && tile <= 3, "tile: 0 (BM 128), 1 (BM 64), 2 / 3 (swap-AB, 16 / 32 tokens)");
+  TORCH_CHECK(tile >= 0 && tile <= 5, "tile: 0 (BM 128), 1 (BM 64), 2 / 3 (swap-AB, 16 / 32 tokens), 4 / 5 (BM 128 "
+              "/ 64, GEMM1 gathering its rows)");
   const int64_t T = x.size(0);
   auto check = [](const torch::Tensor& t, at::ScalarType type, std::vector<int64_t> shape, const char* name) {
     TORCH_CHECK(t.is_cuda() && t.scalar_type() == type && t.sizes() == c10::IntArrayRef(shape) && t.is_contiguous(),

@@ -14,17 +14,23 @@ constexpr int kSwapStagesSwiGlu = 6, kSwapStagesPlain = 10;  // SwiGLU stages ho
 constexpr int kSwapStagesHiLo = 8;                           // GEMM2 on a hi + lo intermediate: two token boxes
 constexpr int kTestPartialRows = 1024;                       // split-K budget of the end-to-end path
 
+// The gather tiles gather only in GEMM1 (SwiGLU); their GEMM2 is the plain row tile of the same height.
 template <Epi kEpi>
 GemmPrepare instance(Tile tile) {
   constexpr int kSwap = kEpi == Epi::kSwiGluFp8 ? kSwapStagesSwiGlu : kSwapStagesPlain;
+  constexpr bool kGather = kEpi == Epi::kSwiGluFp8;
   switch (tile) {
     case Tile::kTile128: return prepare_rows<2, kStages128, kEpi>;
     case Tile::kTile64: return prepare_rows<1, kStages64, kEpi>;
     case Tile::kSwap16: return prepare_swap<16, kSwap, kEpi>;
     case Tile::kSwap32: return prepare_swap<32, kSwap, kEpi>;
+    case Tile::kTile128Gather: return prepare_rows<2, kStages128, kEpi, kGather>;
+    case Tile::kTile64Gather: return prepare_rows<1, kStages64, kEpi, kGather>;
   }
   return nullptr;
 }
+
+bool is_gather(Tile tile) { return tile == Tile::kTile128Gather || tile == Tile::kTile64Gather; }
 
 bool is_swap(Tile tile) { return tile == Tile::kSwap16 || tile == Tile::kSwap32; }
 
@@ -56,7 +62,7 @@ MoeWorkspace test_workspace(int64_t T) { return MoeWorkspace(T, kTestPartialRows
 
 cudaError_t moe_forward(const LaunchArgs& a, cudaStream_t stream, Tile tile) {
   const MoePlan plan{instance<Epi::kSwiGluFp8>(tile), gemm2_of_plan(tile), is_swap(tile) ? kTestPartialRows : 0,
-                     is_swap(tile), is_swap(tile)};
+                     is_swap(tile), is_swap(tile), is_gather(tile)};
   const char* failed = nullptr;
   const cudaError_t err = moe_forward(a, plan, stream, &failed);
   if (err != cudaSuccess) std::fprintf(stderr, "moe_forward: %s failed: %s\n", failed, cudaGetErrorString(err));
@@ -68,7 +74,8 @@ const char* config_summary() {
   std::snprintf(text, sizeof(text),
                 "tile 0: BM=128 BN=128 stages=%d smem=%d B; tile 1: BM=64 BN=128 stages=%d smem=%d B; "
                 "tile 2/3: swap-AB 16/32 tokens x 128 weight rows, stages %d (SwiGLU, smem %d/%d B) / %d (plain), "
-                "split-K up to %d with %d partial rows, hi + lo intermediate (GEMM2 stages %d)",
+                "split-K up to %d with %d partial rows, hi + lo intermediate (GEMM2 stages %d); tile 4/5: tile 0/1 "
+                "with GEMM1 gathering its rows (end to end only)",
                 kStages128, WgConfig<2, 128, kStages128, Epi::kSwiGluFp8>::kSmem, kStages64,
                 WgConfig<1, 128, kStages64, Epi::kSwiGluFp8>::kSmem, kSwapStagesSwiGlu,
                 SwapConfig<16, kSwapStagesSwiGlu, Epi::kSwiGluFp8>::kSmem,

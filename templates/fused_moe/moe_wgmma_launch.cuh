@@ -4,9 +4,9 @@
 // the GPU test's moe_wgmma_launch.cu at run time.
 //
 // One call: route + permute (one CTA up to T = 128, else two kernels; a plain launch, which orders the call after
-// the previous one) -> gather -> GEMM1 -> GEMM2 -> combine, each later kernel launched with programmatic dependent
-// launch, so its launch and prologue overlap the kernel before (each waits with pdl_wait before touching its
-// inputs).
+// the previous one) -> gather (not with MoePlan::gather_a: GEMM1 gathers) -> GEMM1 -> GEMM2 -> combine, each later
+// kernel launched with programmatic dependent launch, so its launch and prologue overlap the kernel before (each
+// waits with pdl_wait before touching its inputs).
 // The launch set depends on T and the plan only; counts never reach the host.
 #pragma once
 
@@ -33,8 +33,10 @@ inline bool gemm_args_ok(const GroupedGemm& p, int n_multiple) {
 }
 
 inline GemmArgs gemm_args(const GroupedGemm& p) {
-  return GemmArgs{p.counts, p.offsets, p.groups, p.n, p.k / 128, p.sfb, p.out, p.ldo, p.out_scale, p.out_scale_ld,
-                  p.row_weight, p.partial, p.partial_rows, p.splits_out, p.unit_done, p.lo_rows, p.early_weights};
+  return GemmArgs{p.counts,     p.offsets,      p.groups,     p.n,          p.k / 128, p.sfb,
+                  p.out,        p.ldo,          p.out_scale,  p.out_scale_ld, p.row_weight, p.partial,
+                  p.partial_rows, p.splits_out, p.unit_done,  p.lo_rows,    p.early_weights, p.row_token,
+                  p.row_token != nullptr ? p.sfa : nullptr,   p.sfa_ld};
 }
 
 // Tensor maps of A (rows x 128 bytes of K, 128-byte swizzle; `a_extra_rows` more rows below: a lo residual), its
@@ -78,12 +80,29 @@ cudaError_t finish_prepare(const GroupedGemm& p, int threads, int smem, Prepared
 }
 
 // Row tiles: 64 x kConsumers assignment rows x 128 columns per unit (grouped_gemm_kernel); never splits K.
-template <int kConsumers, int kStages, Epi kEpi>
+// kGatherA: A and sfa are the tokens' own rows and scales (p.a_rows = T of them, sfa [k / 128][sfa_ld = T]), gathered
+// through p.row_token by the kernel: A by 1-row boxes, the scales by plain loads (no scale map, so T need not be a
+// multiple of 4).
+template <int kConsumers, int kStages, Epi kEpi, bool kGatherA = false>
 cudaError_t prepare_rows(const GroupedGemm& p, PreparedGemm* g) {
-  using C = WgConfig<kConsumers, 128, kStages, kEpi>;
-  if (!gemm_args_ok(p, C::kSwiGlu ? 256 : 128)) return cudaErrorInvalidValue;
-  if (!encode_maps(p, C::kBM, C::kSfaBox, C::kBoxB, 0, &g->tm_a, &g->tm_sfa, &g->tm_b)) return cudaErrorInvalidValue;
-  return finish_prepare<grouped_gemm_kernel<kConsumers, 128, kStages, kEpi>>(p, C::kThreads, C::kSmem, g);
+  using C = WgConfig<kConsumers, 128, kStages, kEpi, kGatherA>;
+  if (kGatherA != (p.row_token != nullptr)) return cudaErrorInvalidValue;
+  if constexpr (kGatherA) {
+    GroupedGemm q = p;
+    q.sfa_ld = (p.sfa_ld + 3) / 4 * 4;  // gemm_args_ok's TMA pitch rule does not apply to plain loads
+    if (!C::kSwiGlu || !gemm_args_ok(q, 256) || p.sfa_ld < p.a_rows ||
+        !sm90::encode_tma_2d(&g->tm_a, CU_TENSOR_MAP_DATA_TYPE_UINT8, p.a, p.k, p.a_rows, p.k, 128, 1,
+                             CU_TENSOR_MAP_SWIZZLE_128B) ||
+        !sm90::encode_tma_2d(&g->tm_b, CU_TENSOR_MAP_DATA_TYPE_UINT8, p.b, p.k, static_cast<uint64_t>(p.groups) * p.n,
+                             p.k, 128, C::kBoxB, CU_TENSOR_MAP_SWIZZLE_128B))
+      return cudaErrorInvalidValue;
+    g->tm_sfa = g->tm_a;  // unused: the producer loads the scales itself
+  } else {
+    if (!gemm_args_ok(p, C::kSwiGlu ? 256 : 128) ||
+        !encode_maps(p, C::kBM, C::kSfaBox, C::kBoxB, 0, &g->tm_a, &g->tm_sfa, &g->tm_b))
+      return cudaErrorInvalidValue;
+  }
+  return finish_prepare<grouped_gemm_kernel<kConsumers, 128, kStages, kEpi, kGatherA>>(p, C::kThreads, C::kSmem, g);
 }
 
 // Swap-AB tiles: 128 weight rows x kNT assignment rows per unit (grouped_gemm_swap_kernel); split K when
@@ -125,6 +144,9 @@ struct MoePlan {
   // chain: the counts come from route/permute, and gather then triggers its dependents right after its own
   // pdl_wait (else at its exit), so both GEMMs start after the counts are final. Row-tile plans leave it off.
   bool early_weights = false;
+  // Row-tile plans: GEMM1 gathers the token rows itself (prepared with kGatherA), the permutation writes their
+  // scales in permuted order, and there is no gather kernel.
+  bool gather_a = false;
 };
 
 constexpr int kRoutePermuteTMax = 128;  // up to this T, routing and permutation run as one CTA
@@ -166,6 +188,7 @@ inline cudaError_t moe_forward(const LaunchArgs& a, const MoePlan& plan, cudaStr
   g1.unit_done = part1 != nullptr ? unit_done : nullptr;
   g1.lo_rows = plan.hi_lo ? cap : 0;
   g1.early_weights = plan.early_weights;
+  if (plan.gather_a) g1.a = a.x, g1.a_rows = a.T, g1.sfa = a.x_scale, g1.sfa_ld = a.T, g1.row_token = perm_tok;
   GroupedGemm g2{base + ws.inter, cap, inter_s, ws.ld, a.w2,   a.w2_scale, kLocalExperts, kHidden, kInter,
                  meta->counts, meta->offsets, ypart, kHidden, nullptr, 0, perm_w};
   g2.partial = part2;
@@ -192,9 +215,11 @@ inline cudaError_t moe_forward(const LaunchArgs& a, const MoePlan& plan, cudaStr
                            a.T, perm);
     if (err != cudaSuccess) return fail("permute", err);
   }
-  err = gather_rows_pdl(a.x, a.x_scale, a.T, kHidden, perm_tok, meta->counts, meta->offsets, kLocalExperts,
-                        base + ws.xp, xps, ws.ld, stream, plan.early_weights, 4 * gemm1.grid);
-  if (err != cudaSuccess) return fail("gather", err);
+  if (!plan.gather_a) {
+    err = gather_rows_pdl(a.x, a.x_scale, a.T, kHidden, perm_tok, meta->counts, meta->offsets, kLocalExperts,
+                          base + ws.xp, xps, ws.ld, stream, plan.early_weights, 4 * gemm1.grid);
+    if (err != cudaSuccess) return fail("gather", err);
+  }
   if ((err = gemm1.launch(stream)) != cudaSuccess) return fail("GEMM1", err);
   if ((err = gemm2.launch(stream)) != cudaSuccess) return fail("GEMM2", err);
   err = sm90::launch_pdl(combine_kernel, combine_grid, 128, 0, stream, comb);
@@ -233,7 +258,7 @@ cudaError_t moe_onepass(const LaunchArgs& a, int partial_rows, cudaStream_t stre
   // GEMM1 reads its token rows from hidden_states (one 128-byte row per box) and never the gathered copy whose
   // maps encode_maps also makes; it gives GEMM1's weight map.
   CUtensorMap tm_x, tm_a_unused, tm_sfa_unused, tm_w1, tm_t2, tm_sfa2, tm_w2;
-  if (!aligned16(a.x) ||
+  if (!aligned16(a.x) || !aligned16(a.x_scale) ||  // the row boxes and the scales' bulk copy
       !sm90::encode_tma_2d(&tm_x, CU_TENSOR_MAP_DATA_TYPE_UINT8, a.x, kHidden, a.T, kHidden, 128, 1,
                            CU_TENSOR_MAP_SWIZZLE_128B) ||
       !encode_maps(g1, kOnePassTokens, G1::kSfaBox, G1::kWRows, 0, &tm_a_unused, &tm_sfa_unused, &tm_w1) ||

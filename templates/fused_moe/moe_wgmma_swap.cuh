@@ -133,6 +133,19 @@ __device__ __forceinline__ bool swap_consume_unit(const GemmArgs& args, const Un
   for (int i = 0; i < C::kAcc; ++i) acc_x[i] = 0.0f;
 #pragma unroll
   for (int i = 0; i < (C::kSwiGlu ? C::kAcc : 1); ++i) acc_y[i] = 0.0f;
+  // GEMM2: the routing weights of this thread's token columns 8i + 2 quad + j, loaded before the K loop so the
+  // epilogue does not wait for them.
+  float tok_w[kEpi == Epi::kBf16RowWeight ? C::kAcc / 2 : 1];
+  if constexpr (kEpi == Epi::kBf16RowWeight) {
+#pragma unroll
+    for (int i = 0; i < kNT / 8; ++i)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int tok = 8 * i + 2 * quad + j;
+        tok_w[2 * i + j] = args.row_weight != nullptr && tok < t.rows
+                               ? load_l2_or_shared(args.row_weight + t.row0 + tok) : 1.0f;
+      }
+  }
 
 #pragma unroll 1
   for (int kb = kb_begin; kb < kb_end; ++kb) {
@@ -198,8 +211,7 @@ __device__ __forceinline__ bool swap_consume_unit(const GemmArgs& args, const Un
         const int tok = 8 * i + 2 * quad + j;
         if (tok >= t.rows) continue;
         float w = 1.0f;
-        if constexpr (kEpi == Epi::kBf16RowWeight)
-          if (args.row_weight != nullptr) w = load_l2_or_shared(args.row_weight + t.row0 + tok);
+        if constexpr (kEpi == Epi::kBf16RowWeight) w = tok_w[2 * i + j];
         float* dst = dst_base + static_cast<size_t>(t.row0 + tok) * args.n + out_col;
         dst[0] = acc_x[4 * i + j] * w;
         dst[8] = acc_x[4 * i + 2 + j] * w;
@@ -237,7 +249,7 @@ __device__ __forceinline__ bool swap_consume_unit(const GemmArgs& args, const Un
           dst[0] = acc_x[4 * i + j];
           dst[8] = acc_x[4 * i + 2 + j];
         } else {
-          const float w = args.row_weight != nullptr ? load_l2_or_shared(args.row_weight + t.row0 + tok) : 1.0f;
+          const float w = tok_w[2 * i + j];
           __nv_bfloat16* dst = static_cast<__nv_bfloat16*>(args.out) + at;
           dst[0] = __float2bfloat16_rn(acc_x[4 * i + j] * w);
           dst[8] = __float2bfloat16_rn(acc_x[4 * i + 2 + j] * w);
@@ -321,12 +333,10 @@ __global__ void __launch_bounds__(384, 1)
   if (tid < 32) {
     build_unit_table(args, kNT, n_units, table);
     __syncwarp();
+    const int g = args.num_groups - 1, rows = table[65 + g] + table[33 + g];
+    const bool can_split = args.partial != nullptr && (!C::kSwiGlu || args.unit_done != nullptr);
+    const int s = !can_split ? 1 : choose_splits(table[32], rows, gridDim.x, args.k_blocks, args.partial_rows);
     if (tid == 0) {
-      const int g = args.num_groups - 1, rows = table[65 + g] + table[33 + g];
-      const bool can_split = args.partial != nullptr && (!C::kSwiGlu || args.unit_done != nullptr);
-      const int s = !can_split ? 1
-                                            : choose_splits(table[32], rows, gridDim.x, args.k_blocks,
-                                                            args.partial_rows);
       table[97] = s;
       table[98] = rows;
       if (blockIdx.x == 0 && args.splits_out != nullptr) *args.splits_out = s;
