@@ -5,7 +5,7 @@ nvidia-cuda-nvdisasm`): the launch unit compiles for sm_90a with 0 spill bytes, 
 UTMALDG (TMA tile loads), SYNCS (mbarriers) and, with two consumer warpgroups, USETMAXREG in every grouped-GEMM
 kernel (plain and swap-AB); every helper of templates/common/sm90_ptx.cuh assembles.
 GPU (`gpu` marker, an H200): JIT-builds the kernels, runs them on random FP8 operands with random per-block scales
-at three grouping shapes and all four tile configurations (BM 128 / 64, swap-AB 16 / 32 tokens), compares with float32 torch math on the dequantised operands,
+at three grouping shapes and all five tile configurations (BM 128 / 64, BM 128 x 256 wide, swap-AB 16 / 32 tokens), compares with float32 torch math on the dequantised operands,
 prints TFLOP/s (cold L2); then the whole MoE on this path (swap-AB tiles with device-chosen split-K) against the
 definition's reference at 8 contest sizes, timed beside the rendered solution.
 
@@ -96,9 +96,9 @@ def test_wgmma_kernels_compile_for_sm90a_without_spills(compiled):
         print(f"  {name}: {info}")
     gemms = [n for n in entries if GEMM_KERNEL in n]
     swaps = [n for n in entries if SWAP_KERNEL in n]
-    # 3 epilogues x 2 row tiles + GEMM1 gathering its rows x 2 row tiles; 3 epilogues x 2 swap tiles + GEMM2 on a
-    # hi + lo intermediate x 2 swap tiles
-    assert len(gemms) == 8 and len(swaps) == 8 and any("gather_rows_kernel" in n for n in entries), list(entries)
+    # 3 epilogues x 3 row tiles (BM 128, BM 64, BM 128 wide) + GEMM1 gathering its rows x 2 row tiles; 3 epilogues x
+    # 2 swap tiles + GEMM2 on a hi + lo intermediate x 2 swap tiles
+    assert len(gemms) == 11 and len(swaps) == 8 and any("gather_rows_kernel" in n for n in entries), list(entries)
     for name, info in entries.items():
         assert info.get("spill_stores") == 0 and info.get("spill_loads") == 0 and info.get("stack") == 0, (name, info)
     assert "warning" not in log.lower(), log  # e.g. ptxas serialising wgmma ("Potential Performance Loss")
@@ -126,7 +126,7 @@ def test_wgmma_kernels_sass_uses_qgmma_tma_mbarriers_setmaxnreg(compiled):
         if qgmma:
             print("  " + " ".join(qgmma))
     gemms = {n: ops for n, ops in seen.items() if GEMM_KERNEL in n}
-    assert len(gemms) == 8, list(seen)  # with GEMM1 gathering its rows (two row tiles)
+    assert len(gemms) == 11, list(seen)  # with GEMM1 gathering its rows (two row tiles) and the wide tiles
     for name, ops in gemms.items():
         assert ops["QGMMA"] >= 4 and ops["UTMALDG"] >= 3 and ops["SYNCS"] > 0, (name, ops)
         two_consumers = "kernelILi2E" in name  # BM = 128: the producer/consumer register split
@@ -382,14 +382,14 @@ def test_wgmma_grouped_gemms_match_fp32_reference_on_gpu():
     seq_lens = (1, 7, 16, 57, 80, 901, 11948, 14107)
     # The plain tiles first, everywhere, then the swap-AB ones: a crash in one kernel (which ends the CUDA context)
     # still leaves the numbers of everything run before it.
-    _check_all(ext, reps=10, tiles=(0, 1))
-    _check_end_to_end(ext, seq_lens=seq_lens, reps=5, tiles=(0, 1, 4, 5))
+    _check_all(ext, reps=10, tiles=(0, 1, 6))
+    _check_end_to_end(ext, seq_lens=seq_lens, reps=5, tiles=(0, 1, 4, 5, 6))
     _check_all(ext, reps=10, tiles=(2, 3))
     _check_end_to_end(ext, seq_lens=seq_lens, reps=5, tiles=(2, 3), time_solution=False)
     assert not FAILURES, "\n".join(FAILURES)
 
 
-TILES = {0: "BM=128", 1: "BM=64", 2: "swap-AB 16 tokens", 3: "swap-AB 32 tokens"}
+TILES = {0: "BM=128", 1: "BM=64", 2: "swap-AB 16 tokens", 3: "swap-AB 32 tokens", 6: "BM=128 BN=256"}
 GATHER_TILES = {4: "BM=128, GEMM1 gathers rows", 5: "BM=64, GEMM1 gathers rows"}  # the whole MoE only
 
 

@@ -131,17 +131,32 @@ struct WgConfig {
   static constexpr int kBM = 64 * kConsumers;
   static constexpr int kThreads = 128 * (kConsumers + 1);
   static constexpr bool kSwiGlu = kEpi == Epi::kSwiGluFp8;
-  static constexpr int kPasses = kSwiGlu ? 2 : 1;         // B tiles per unit
-  static constexpr int kUnitCols = kSwiGlu ? 128 : kBN;   // output columns per unit
-  static constexpr int kBoxB = kSwiGlu ? kBN / 2 : kBN;   // rows per TMA box of B
+  static constexpr int kPasses = kSwiGlu ? 256 / kBN : 1;  // B tiles per unit (SwiGLU: 128 x1 + 128 x2 rows)
+  static constexpr int kUnitCols = kSwiGlu ? 128 : kBN;    // output columns per unit
+  static constexpr int kBoxB = kSwiGlu ? kBN / 2 : kBN;    // rows per TMA box of B
+  // kBN = 256 ("wide"): each consumer warpgroup runs its 64 x 256 tile as two m64n128 halves per K block, each
+  // promoted as soon as it completes, so only one half's fresh partial sum is live (64 registers) beside the 128
+  // accumulators. Why wide: every K block moves A (16 KB) and B (32 KB) for twice the FLOPs of a 128-wide tile's
+  // 16 + 16 KB, a quarter less L2 -> shared memory traffic per FLOP (128-wide tiles at large T run at 0.6-0.9 of
+  // the FP8 rate while DeepGEMM-class kernels reach ~0.85-0.95 with wider tiles).
+  static constexpr int kWgN = kBN < 128 ? kBN : 128;       // N of one wgmma group
+  static constexpr int kHalves = kBN / kWgN;
+  static constexpr int kPart = kWgN / 2;                   // f32 partial sums per consumer thread
   static constexpr int kABytes = kBM * 128;
   static constexpr int kBBytes = kBN * 128;
   // scale_a box: TMA needs the innermost start coordinate 16-byte aligned, so the box starts at row0 rounded down to
   // 4 floats and holds 4 more; the consumers index it at (row0 % 4) + row.
   static constexpr int kSfaBox = kBM + 4;
   static constexpr int kSfaBytes = kSfaBox * 4;
-  static constexpr int kSfaPitch = (kSfaBytes + 127) / 128 * 128;
-  static constexpr uint32_t kTxBytes = kABytes + kBBytes + kSfaBytes;
+  // The weight scales ride in the ring as well: per stage, the 16-byte chunk of sfb holding the K block's scale of
+  // the tile's x columns and (kTwoScales) of its y columns, right after scale_a. Read by the consumers from global
+  // memory instead, a scale missing L2 (the weight stream evicts them) stalls the promotion of a unit's first block
+  // for an HBM round trip with both warpgroups idle: a unit of GEMM2 is only 16 blocks.
+  static constexpr bool kTwoScales = kSwiGlu || kBN > 128;
+  static constexpr int kSfbOff = (kSfaBytes + 15) / 16 * 16;
+  static constexpr int kSfbBytes = kTwoScales ? 32 : 16;
+  static constexpr int kSfaPitch = (kSfbOff + kSfbBytes + 127) / 128 * 128;
+  static constexpr uint32_t kTxBytes = kABytes + kBBytes + kSfaBytes + kSfbBytes;
   static constexpr int kOffA = 0;  // every A / B stage starts 1024-byte aligned (128 B swizzle atom)
   static constexpr int kOffB = kOffA + kStages * kABytes;
   static constexpr int kOffSfa = kOffB + kStages * kBBytes;
@@ -160,7 +175,8 @@ struct WgConfig {
   static constexpr int kAcc = kBN / 2;  // f32 accumulators per consumer thread (m64 x kBN per warpgroup)
 
   static_assert(kConsumers == 1 || kConsumers == 2, "one or two consumer warpgroups");
-  static_assert(kSwiGlu ? kBN == 128 : (kBN == 64 || kBN == 128), "BN: 128 for SwiGLU (64 x1 + 64 x2), else 64/128");
+  static_assert(kSwiGlu ? (kBN == 128 || kBN == 256) : (kBN == 64 || kBN == 128 || kBN == 256),
+                "BN: 128 / 256 for SwiGLU (x1 + x2 halves), else 64 / 128 / 256");
   static_assert(kStages >= 2, "pipeline depth");
   static_assert(kABytes % 1024 == 0 && kBBytes % 1024 == 0, "swizzle atoms");
   static_assert(kSmem <= 227 * 1024, "shared memory budget (227 KB per CTA)");
@@ -221,6 +237,36 @@ __device__ __forceinline__ Unit unit_at(const int* table, int u, int bm) {
   t.row0 = table[65 + g] + m0;
   t.rows = min(bm, cnt - m0);
   return t;
+}
+
+// Weight-scale rows of a unit's pass ([k_blocks] f32 each, sfb = [groups][n / 128][k_blocks]): x = the tile's (first)
+// columns; y = SwiGLU's x2 half, or a plain wide tile's second 128 columns (the next scale block); else y = x.
+struct SfbRows {
+  const float* x;
+  const float* y;
+};
+template <class C>
+__device__ __forceinline__ SfbRows sfb_rows(const GemmArgs& a, const Unit& t, int pass) {
+  const int col_b = t.nu * C::kUnitCols + pass * C::kBoxB, nblk = a.n / 128;
+  const float* x = a.sfb + (static_cast<size_t>(t.group) * nblk + col_b / 128) * a.k_blocks;
+  if constexpr (C::kSwiGlu)
+    return {x, a.sfb + (static_cast<size_t>(t.group) * nblk + (col_b + a.n / 2) / 128) * a.k_blocks};
+  return {x, C::kTwoScales ? x + a.k_blocks : x};
+}
+
+// The 16-byte aligned chunk holding *p (a bulk copy moves whole 16-byte chunks), and p's f32 index in it.
+__device__ __forceinline__ const void* chunk16(const float* p) {
+  return reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) & ~static_cast<uintptr_t>(15));
+}
+__device__ __forceinline__ int chunk16_index(const float* p) {
+  return static_cast<int>((reinterpret_cast<uintptr_t>(p) >> 2) & 3);
+}
+
+// Issues the weight-scale chunks of K block kb into the stage's scale slot `sf` (kSfbBytes more on `full`).
+template <class C>
+__device__ __forceinline__ void load_sfb(uint32_t sf, const SfbRows& r, int kb, uint32_t full) {
+  sm90::bulk_load(sf + C::kSfbOff, chunk16(r.x + kb), 16, full);
+  if constexpr (C::kTwoScales) sm90::bulk_load(sf + C::kSfbOff + 16, chunk16(r.y + kb), 16, full);
 }
 
 __device__ __forceinline__ float silu_mul(float gate, float up) {
@@ -285,10 +331,11 @@ __global__ void __launch_bounds__(128 * (kConsumers + 1), 1)
         // to issue, loaded one block ahead (an L2 round trip per block would pace the producer).
         const int tok = r < t.rows ? args.row_token[t.row0 + r] : -1;
         float scale = tok >= 0 ? __ldg(args.row_scale + tok) : 0.0f;
-        const uint32_t tx = C::kBBytes + t.rows * 128;  // no scale_a box: the lanes write it
+        const uint32_t tx = C::kBBytes + t.rows * 128 + C::kSfbBytes;  // no scale_a box: the lanes write it
 #pragma unroll 1
         for (int pass = 0; pass < C::kPasses; ++pass) {
           const int b_row = t.group * args.n + t.nu * C::kUnitCols + pass * C::kBoxB;
+          const SfbRows sr = sfb_rows<C>(args, t, pass);
 #pragma unroll 1
           for (int kb = 0; kb < args.k_blocks; ++kb) {
             const uint32_t full = full0 + 8 * stage;
@@ -307,6 +354,7 @@ __global__ void __launch_bounds__(128 * (kConsumers + 1), 1)
                 // A row may complete before this announcement (the transaction count may dip below zero); the
                 // phase cannot complete before every gathering warp has arrived.
                 sm90::mbar_arrive_expect_tx(full, tx);
+                load_sfb<C>(base + C::kOffSfa + stage * C::kSfaPitch, sr, kb, full);
                 const uint32_t b_dst = base + C::kOffB + stage * C::kBBytes;
                 sm90::tma_load_2d(b_dst, &tm_b, full, kb * 128, b_row);
                 if constexpr (C::kSwiGlu)
@@ -330,13 +378,15 @@ __global__ void __launch_bounds__(128 * (kConsumers + 1), 1)
       for (int pass = 0; pass < C::kPasses; ++pass) {
         // Row of B's first box in the [num_groups * n][K] view (SwiGLU: x1 rows; x2 rows are n/2 further).
         const int b_row = t.group * args.n + t.nu * C::kUnitCols + pass * C::kBoxB;
+        const SfbRows sr = sfb_rows<C>(args, t, pass);
 #pragma unroll 1
         for (int kb = 0; kb < args.k_blocks; ++kb) {
           sm90::mbar_wait(empty0 + 8 * stage, phase ^ 1);
-          const uint32_t full = full0 + 8 * stage;
+          const uint32_t full = full0 + 8 * stage, sf = base + C::kOffSfa + stage * C::kSfaPitch;
           sm90::mbar_arrive_expect_tx(full, C::kTxBytes);
           sm90::tma_load_2d(base + C::kOffA + stage * C::kABytes, &tm_a, full, kb * 128, t.row0);
-          sm90::tma_load_2d(base + C::kOffSfa + stage * C::kSfaPitch, &tm_sfa, full, t.row0 & ~3, kb);
+          sm90::tma_load_2d(sf, &tm_sfa, full, t.row0 & ~3, kb);
+          load_sfb<C>(sf, sr, kb, full);
           const uint32_t b_dst = base + C::kOffB + stage * C::kBBytes;
           sm90::tma_load_2d(b_dst, &tm_b, full, kb * 128, b_row);
           if constexpr (C::kSwiGlu)
@@ -352,14 +402,13 @@ __global__ void __launch_bounds__(128 * (kConsumers + 1), 1)
   if constexpr (C::kRegSplit) sm90::setmaxnreg_inc<C::kConsumerRegs>();
   const int warp = (tid / 32) % 4, lane = tid % 32, quad = lane % 4;
   const int my_row = wgi * 64 + warp * 16 + lane / 4;  // this thread's first tile row; the second is +8
-  const int nblk_b = args.n / 128;
   uint32_t stage = 0, phase = 0;
   float held[C::kSwiGlu ? 32 : 1];  // SwiGLU pass-0 results (8 column groups x 2 rows x 2 columns)
   (void)held;
-  // Plain epilogues (one pass) are deferred: a unit's accumulators wait in `acc` and are stored while the next
+  // GEMM2's bf16 epilogue is deferred: a unit's accumulators wait in `acc` and are stored while the next
   // unit's first K block runs on the tensor cores (GEMM2's units are only 16 K blocks long, so a store phase with
   // the tensor cores idle costs about a tenth of the unit). `pending` is that unit and its row weights.
-  constexpr bool kDefer = !C::kSwiGlu;
+  constexpr bool kDefer = kEpi == Epi::kBf16RowWeight;
   float acc[C::kAcc];
   Unit pending{0, 0, 0, 0};
   bool has_pending = false;
@@ -384,21 +433,48 @@ __global__ void __launch_bounds__(128 * (kConsumers + 1), 1)
       }
     }
   };
+  // Wide SwiGLU (one pass): x1 of the unit's 128 columns in acc[0 .. 63], x2 in acc[64 .. 127]; column group i
+  // (0..15) is columns 8 i + 2 quad + 0 / 1, rows my_row (j = 0, 1) and my_row + 8 (j = 2, 3).
+  auto store_swiglu_wide = [&](const Unit& t) {
+    if constexpr (C::kSwiGlu && C::kPasses == 1) {
+      float m0 = 0.0f, m1 = 0.0f;
+#pragma unroll
+      for (int i = 0; i < 64; ++i) {
+        acc[i] = silu_mul(acc[64 + i], acc[i]);
+        if ((i & 3) < 2) m0 = fmaxf(m0, fabsf(acc[i]));
+        else m1 = fmaxf(m1, fabsf(acc[i]));
+      }
+#pragma unroll
+      for (int d = 1; d <= 2; d <<= 1) {
+        m0 = fmaxf(m0, __shfl_xor_sync(0xffffffffu, m0, d));
+        m1 = fmaxf(m1, __shfl_xor_sync(0xffffffffu, m1, d));
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = my_row + 8 * h;
+        const BlockScale bs = e4m3_block_scale(h == 0 ? m0 : m1);
+        if (row >= t.rows) continue;
+        uint8_t* dst = static_cast<uint8_t*>(args.out) + static_cast<size_t>(t.row0 + row) * args.ldo +
+                       t.nu * 128 + 2 * quad;
+#pragma unroll
+        for (int i = 0; i < 16; ++i)
+          *reinterpret_cast<uint16_t*>(dst + 8 * i) =
+              sm90::pack_e4m3x2(acc[4 * i + 2 * h] * bs.inv, acc[4 * i + 2 * h + 1] * bs.inv);
+        if (quad == 0) args.out_scale[static_cast<size_t>(t.nu) * args.out_scale_ld + t.row0 + row] = bs.scale;
+      }
+    }
+  };
 
 #pragma unroll 1
   for (int u = blockIdx.x; u < units; u += gridDim.x) {
     const Unit t = unit_at(table, u, C::kBM);
 #pragma unroll 1
     for (int pass = 0; pass < C::kPasses; ++pass) {
-      // Weight scale rows: x = the tile's (first) columns, y = SwiGLU's x2 half (else unused, = x).
-      const int col_b = t.nu * C::kUnitCols + pass * C::kBoxB;
-      const float* sfb_x = args.sfb + (static_cast<size_t>(t.group) * nblk_b + col_b / 128) * args.k_blocks;
-      const float* sfb_y =
-          C::kSwiGlu ? args.sfb + (static_cast<size_t>(t.group) * nblk_b + (col_b + args.n / 2) / 128) * args.k_blocks
-                     : sfb_x;
-      float next_x = __ldg(sfb_x), next_y = __ldg(sfb_y);
+      // Where block kb's weight scales sit in the stage's chunks (the producer copies the chunks holding them).
+      const SfbRows sr = sfb_rows<C>(args, t, pass);
+      const int ix = chunk16_index(sr.x), iy = chunk16_index(sr.y);
 
-      float part[C::kAcc];  // K block kb's fresh sum; kb = 0 sets acc, later blocks add to it
+      float part[C::kPart];  // K block kb's fresh sum (of one half); kb = 0 sets acc, later blocks add to it
       // The routing weights of this thread's two rows, loaded now: the epilogue would otherwise wait an L2 round
       // trip for them with the tensor cores idle (GEMM2's units are only 16 K blocks long).
       float row_w[2] = {1.0f, 1.0f};
@@ -412,51 +488,59 @@ __global__ void __launch_bounds__(128 * (kConsumers + 1), 1)
 
 #pragma unroll 1
       for (int kb = 0; kb < args.k_blocks; ++kb) {
-        const float sx = next_x, sy = next_y;
-        if (kb + 1 < args.k_blocks) {  // one K block ahead: hides the (L2) latency of the weight scales
-          next_x = __ldg(sfb_x + kb + 1);
-          next_y = __ldg(sfb_y + kb + 1);
-        }
         sm90::mbar_wait(full0 + 8 * stage, phase);
-        const float* sfa = reinterpret_cast<const float*>(smem + C::kOffSfa + stage * C::kSfaPitch) + (t.row0 & 3);
-        const float a0 = sfa[my_row], a1 = sfa[my_row + 8];  // read before the stage is released
+        const uint8_t* sf = smem + C::kOffSfa + stage * C::kSfaPitch;
+        const float* sfa = reinterpret_cast<const float*>(sf) + (t.row0 & 3);
+        const float* sfs = reinterpret_cast<const float*>(sf + C::kSfbOff);
+        // read before the stage is released
+        const float a0 = sfa[my_row], a1 = sfa[my_row + 8], sx = sfs[(ix + kb) & 3];
+        const float sy = C::kTwoScales ? sfs[4 + ((iy + kb) & 3)] : sx;
         const uint64_t da = sm90::desc_k_sw128(base + C::kOffA + stage * C::kABytes + wgi * 64 * 128);
-        const uint64_t db = sm90::desc_k_sw128(base + C::kOffB + stage * C::kBBytes);
-        sm90::fence_regs(part);
-        sm90::wgmma_fence();
-#pragma unroll
-        for (int k = 0; k < 4; ++k) sm90::wgmma_fp8<kBN>(part, da + 2 * k, db + 2 * k, k > 0);
-        sm90::wgmma_commit();
-        if constexpr (kDefer) {
-          if (kb == 0 && has_pending) {  // the previous unit's stores, while this block's MMAs run
-            store_plain(pending, pending_w);
-            has_pending = false;
-          }
-        }
-        sm90::wgmma_wait<0>();
-        sm90::fence_regs(part);
-        __syncwarp();  // every lane of the warp is done with the stage (its scales too)
-        if (lane == 0) sm90::mbar_arrive(empty0 + 8 * stage);
-        if (++stage == kStages) stage = 0, phase ^= 1;
-
         const float s0x = a0 * sx, s1x = a1 * sx, s0y = a0 * sy, s1y = a1 * sy;
-        if (kb == 0) {  // the unit's (pass's) first block: acc starts here (it held the pending unit until now)
 #pragma unroll
-          for (int i = 0; i < C::kAcc / 4; ++i) {
-            const bool y = C::kSwiGlu && i >= C::kAcc / 8;  // columns 64..127 of a SwiGLU tile are x2
-            acc[4 * i + 0] = part[4 * i + 0] * (y ? s0y : s0x);
-            acc[4 * i + 1] = part[4 * i + 1] * (y ? s0y : s0x);
-            acc[4 * i + 2] = part[4 * i + 2] * (y ? s1y : s1x);
-            acc[4 * i + 3] = part[4 * i + 3] * (y ? s1y : s1x);
+        for (int hv = 0; hv < C::kHalves; ++hv) {
+          const uint64_t db = sm90::desc_k_sw128(base + C::kOffB + stage * C::kBBytes + hv * C::kWgN * 128);
+          sm90::fence_regs(part);
+          sm90::wgmma_fence();
+#pragma unroll
+          for (int k = 0; k < 4; ++k) sm90::wgmma_fp8<C::kWgN>(part, da + 2 * k, db + 2 * k, k > 0);
+          sm90::wgmma_commit();
+          if constexpr (kDefer) {
+            if (hv == 0 && kb == 0 && has_pending) {  // the previous unit's stores, while this block's MMAs run
+              store_plain(pending, pending_w);
+              has_pending = false;
+            }
           }
-        } else {
+          sm90::wgmma_wait<0>();
+          sm90::fence_regs(part);
+          if (hv == C::kHalves - 1) {
+            __syncwarp();  // every lane of the warp is done with the stage (its scales too)
+            if (lane == 0) sm90::mbar_arrive(empty0 + 8 * stage);
+            if (++stage == kStages) stage = 0, phase ^= 1;
+          }
+          // part[4 i + j] is tile column hv * kWgN + 8 i + 2 quad + (j & 1); y columns: SwiGLU's second half
+          // (x2), a plain tile's columns from 128 on.
+          float* dst = acc + hv * C::kPart;
+          if (kb == 0) {  // the unit's (pass's) first block: acc starts here (it held the pending unit until now)
 #pragma unroll
-          for (int i = 0; i < C::kAcc / 4; ++i) {
-            const bool y = C::kSwiGlu && i >= C::kAcc / 8;
-            acc[4 * i + 0] += part[4 * i + 0] * (y ? s0y : s0x);
-            acc[4 * i + 1] += part[4 * i + 1] * (y ? s0y : s0x);
-            acc[4 * i + 2] += part[4 * i + 2] * (y ? s1y : s1x);
-            acc[4 * i + 3] += part[4 * i + 3] * (y ? s1y : s1x);
+            for (int i = 0; i < C::kPart / 4; ++i) {
+              const int col = hv * C::kWgN + 8 * i;
+              const bool y = C::kSwiGlu ? col >= kBN / 2 : col >= 128;
+              dst[4 * i + 0] = part[4 * i + 0] * (y ? s0y : s0x);
+              dst[4 * i + 1] = part[4 * i + 1] * (y ? s0y : s0x);
+              dst[4 * i + 2] = part[4 * i + 2] * (y ? s1y : s1x);
+              dst[4 * i + 3] = part[4 * i + 3] * (y ? s1y : s1x);
+            }
+          } else {
+#pragma unroll
+            for (int i = 0; i < C::kPart / 4; ++i) {
+              const int col = hv * C::kWgN + 8 * i;
+              const bool y = C::kSwiGlu ? col >= kBN / 2 : col >= 128;
+              dst[4 * i + 0] += part[4 * i + 0] * (y ? s0y : s0x);
+              dst[4 * i + 1] += part[4 * i + 1] * (y ? s0y : s0x);
+              dst[4 * i + 2] += part[4 * i + 2] * (y ? s1y : s1x);
+              dst[4 * i + 3] += part[4 * i + 3] * (y ? s1y : s1x);
+            }
           }
         }
       }
@@ -467,47 +551,53 @@ __global__ void __launch_bounds__(128 * (kConsumers + 1), 1)
         pending_w[0] = row_w[0];
         pending_w[1] = row_w[1];
         has_pending = true;
+      } else if constexpr (!C::kSwiGlu) {
+        store_plain(t, row_w);  // kF32 (the main loop's check): not deferred, which would spill the wide tile
       } else {
-        // Thread's values of this pass: column groups i = 0..7 (x1 in acc[4i..], x2 in acc[4(i+8)..]).
-        float cur[32];
-#pragma unroll
-        for (int i = 0; i < 8; ++i)
-#pragma unroll
-          for (int j = 0; j < 4; ++j) cur[4 * i + j] = silu_mul(acc[4 * (i + 8) + j], acc[4 * i + j]);
-        if (pass == 0) {
-#pragma unroll
-          for (int i = 0; i < 32; ++i) held[i] = cur[i];
+        if constexpr (C::kPasses == 1) {
+          store_swiglu_wide(t);
         } else {
-          // Row amax over the unit's 128 columns: 32 values here, the rest in the other 3 lanes of the quad.
-          float m0 = 0.0f, m1 = 0.0f;
+          // Thread's values of this pass: column groups i = 0..7 (x1 in acc[4i..], x2 in acc[4(i+8)..]).
+          float cur[32];
 #pragma unroll
-          for (int i = 0; i < 8; ++i) {
-            m0 = fmaxf(m0, fmaxf(fmaxf(fabsf(held[4 * i]), fabsf(held[4 * i + 1])),
-                                 fmaxf(fabsf(cur[4 * i]), fabsf(cur[4 * i + 1]))));
-            m1 = fmaxf(m1, fmaxf(fmaxf(fabsf(held[4 * i + 2]), fabsf(held[4 * i + 3])),
-                                 fmaxf(fabsf(cur[4 * i + 2]), fabsf(cur[4 * i + 3]))));
-          }
+          for (int i = 0; i < 8; ++i)
 #pragma unroll
-          for (int d = 1; d <= 2; d <<= 1) {
-            m0 = fmaxf(m0, __shfl_xor_sync(0xffffffffu, m0, d));
-            m1 = fmaxf(m1, __shfl_xor_sync(0xffffffffu, m1, d));
-          }
+            for (int j = 0; j < 4; ++j) cur[4 * i + j] = silu_mul(acc[4 * (i + 8) + j], acc[4 * i + j]);
+          if (pass == 0) {
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int row = my_row + 8 * h;
-            const BlockScale bs = e4m3_block_scale(h == 0 ? m0 : m1);
-            const float inv = bs.inv;
-            if (row >= t.rows) continue;
-            uint8_t* dst = static_cast<uint8_t*>(args.out) + static_cast<size_t>(t.row0 + row) * args.ldo +
-                           t.nu * 128 + 2 * quad;
+            for (int i = 0; i < 32; ++i) held[i] = cur[i];
+          } else {
+            // Row amax over the unit's 128 columns: 32 values here, the rest in the other 3 lanes of the quad.
+            float m0 = 0.0f, m1 = 0.0f;
 #pragma unroll
             for (int i = 0; i < 8; ++i) {
-              *reinterpret_cast<uint16_t*>(dst + 8 * i) =
-                  sm90::pack_e4m3x2(held[4 * i + 2 * h] * inv, held[4 * i + 2 * h + 1] * inv);
-              *reinterpret_cast<uint16_t*>(dst + 64 + 8 * i) =
-                  sm90::pack_e4m3x2(cur[4 * i + 2 * h] * inv, cur[4 * i + 2 * h + 1] * inv);
+              m0 = fmaxf(m0, fmaxf(fmaxf(fabsf(held[4 * i]), fabsf(held[4 * i + 1])),
+                                   fmaxf(fabsf(cur[4 * i]), fabsf(cur[4 * i + 1]))));
+              m1 = fmaxf(m1, fmaxf(fmaxf(fabsf(held[4 * i + 2]), fabsf(held[4 * i + 3])),
+                                   fmaxf(fabsf(cur[4 * i + 2]), fabsf(cur[4 * i + 3]))));
             }
-            if (quad == 0) args.out_scale[static_cast<size_t>(t.nu) * args.out_scale_ld + t.row0 + row] = bs.scale;
+#pragma unroll
+            for (int d = 1; d <= 2; d <<= 1) {
+              m0 = fmaxf(m0, __shfl_xor_sync(0xffffffffu, m0, d));
+              m1 = fmaxf(m1, __shfl_xor_sync(0xffffffffu, m1, d));
+            }
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int row = my_row + 8 * h;
+              const BlockScale bs = e4m3_block_scale(h == 0 ? m0 : m1);
+              const float inv = bs.inv;
+              if (row >= t.rows) continue;
+              uint8_t* dst = static_cast<uint8_t*>(args.out) + static_cast<size_t>(t.row0 + row) * args.ldo +
+                             t.nu * 128 + 2 * quad;
+#pragma unroll
+              for (int i = 0; i < 8; ++i) {
+                *reinterpret_cast<uint16_t*>(dst + 8 * i) =
+                    sm90::pack_e4m3x2(held[4 * i + 2 * h] * inv, held[4 * i + 2 * h + 1] * inv);
+                *reinterpret_cast<uint16_t*>(dst + 64 + 8 * i) =
+                    sm90::pack_e4m3x2(cur[4 * i + 2 * h] * inv, cur[4 * i + 2 * h + 1] * inv);
+              }
+              if (quad == 0) args.out_scale[static_cast<size_t>(t.nu) * args.out_scale_ld + t.row0 + row] = bs.scale;
+            }
           }
         }
       }

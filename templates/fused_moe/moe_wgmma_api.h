@@ -51,7 +51,9 @@ struct GroupedGemm {
 // Tile configuration: rows per tile 128 (two consumer warpgroups) or 64 (one); or swap-AB (weights in wgmma's M,
 // 16 or 32 tokens in its N; for few rows per expert). 4 / 5: the row tiles with GEMM1 gathering the token rows
 // itself (MoePlan::gather_a, no gather kernel), for moe_forward only.
-enum class Tile : int { kTile128 = 0, kTile64 = 1, kSwap16 = 2, kSwap32 = 3, kTile128Gather = 4, kTile64Gather = 5 };
+enum class Tile : int {
+  kTile128 = 0, kTile64 = 1, kSwap16 = 2, kSwap32 = 3, kTile128Gather = 4, kTile64Gather = 5, kTile128Wide = 6
+};
 
 // GEMM1: out = e4m3(silu(A W[n/2:]^T) * (A W[:n/2]^T) / scale), out_scale = per-128-column amax / 448; n % 256 == 0.
 cudaError_t gemm1_swiglu_fp8(const GroupedGemm& p, cudaStream_t stream, Tile tile = Tile::kTile128);

@@ -41,7 +41,8 @@ void gemm(int64_t kind, torch::Tensor a, torch::Tensor sfa, torch::Tensor b, tor
                 static_cast<int>(out.size(1)), nullptr, 0, nullptr};
   const c10::cuda::CUDAGuard guard(a.device());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  TORCH_CHECK(tile >= 0 && tile <= 3, "tile: 0 (BM 128), 1 (BM 64), 2 / 3 (swap-AB, 16 / 32 tokens)");
+  TORCH_CHECK((tile >= 0 && tile <= 3) || tile == 6,
+              "tile: 0 (BM 128), 1 (BM 64), 2 / 3 (swap-AB, 16 / 32 tokens), 6 (BM 128, 256 columns)");
   const auto t = static_cast<fused_moe::wg::Tile>(tile);
   cudaError_t err = cudaErrorInvalidValue;
   if (kind == 0) {
@@ -95,8 +96,8 @@ void forward(torch::Tensor logits, torch::Tensor bias, torch::Tensor x, torch::T
              torch::Tensor w1_scale, torch::Tensor w2, torch::Tensor w2_scale, int64_t local_offset, double scaling,
              torch::Tensor out, int64_t tile) {
   using namespace fused_moe;
-  TORCH_CHECK(tile >= 0 && tile <= 5, "tile: 0 (BM 128), 1 (BM 64), 2 / 3 (swap-AB, 16 / 32 tokens), 4 / 5 (BM 128 "
-              "/ 64, GEMM1 gathering its rows)");
+  TORCH_CHECK(tile >= 0 && tile <= 6, "tile: 0 (BM 128), 1 (BM 64), 2 / 3 (swap-AB, 16 / 32 tokens), 4 / 5 (BM 128 "
+              "/ 64, GEMM1 gathering its rows), 6 (BM 128, 256 columns)");
   const int64_t T = x.size(0);
   auto check = [](const torch::Tensor& t, at::ScalarType type, std::vector<int64_t> shape, const char* name) {
     TORCH_CHECK(t.is_cuda() && t.scalar_type() == type && t.sizes() == c10::IntArrayRef(shape) && t.is_contiguous(),

@@ -10,6 +10,7 @@ namespace wg {
 namespace {
 
 constexpr int kStages128 = 6, kStages64 = 8;                 // 197 / 195 KB of shared memory
+constexpr int kStagesWide = 4;                               // 199 KB: a stage is 16 KB of A + 32 KB of B
 constexpr int kSwapStagesSwiGlu = 6, kSwapStagesPlain = 10;  // SwiGLU stages hold two weight boxes
 constexpr int kSwapStagesHiLo = 8;                           // GEMM2 on a hi + lo intermediate: two token boxes
 constexpr int kTestPartialRows = 1024;                       // split-K budget of the end-to-end path
@@ -26,6 +27,7 @@ GemmPrepare instance(Tile tile) {
     case Tile::kSwap32: return prepare_swap<32, kSwap, kEpi>;
     case Tile::kTile128Gather: return prepare_rows<2, kStages128, kEpi, kGather>;
     case Tile::kTile64Gather: return prepare_rows<1, kStages64, kEpi, kGather>;
+    case Tile::kTile128Wide: return prepare_rows<2, kStagesWide, kEpi, false, 256>;
   }
   return nullptr;
 }
@@ -75,12 +77,12 @@ const char* config_summary() {
                 "tile 0: BM=128 BN=128 stages=%d smem=%d B; tile 1: BM=64 BN=128 stages=%d smem=%d B; "
                 "tile 2/3: swap-AB 16/32 tokens x 128 weight rows, stages %d (SwiGLU, smem %d/%d B) / %d (plain), "
                 "split-K up to %d with %d partial rows, hi + lo intermediate (GEMM2 stages %d); tile 4/5: tile 0/1 "
-                "with GEMM1 gathering its rows (end to end only)",
+                "with GEMM1 gathering its rows (end to end only); tile 6: tile 0 256 columns wide, stages %d smem %d B",
                 kStages128, WgConfig<2, 128, kStages128, Epi::kSwiGluFp8>::kSmem, kStages64,
                 WgConfig<1, 128, kStages64, Epi::kSwiGluFp8>::kSmem, kSwapStagesSwiGlu,
                 SwapConfig<16, kSwapStagesSwiGlu, Epi::kSwiGluFp8>::kSmem,
                 SwapConfig<32, kSwapStagesSwiGlu, Epi::kSwiGluFp8>::kSmem, kSwapStagesPlain, kMaxSplits,
-                kTestPartialRows, kSwapStagesHiLo);
+                kTestPartialRows, kSwapStagesHiLo, kStagesWide, WgConfig<2, 256, kStagesWide, Epi::kSwiGluFp8>::kSmem);
   return text;
 }
 

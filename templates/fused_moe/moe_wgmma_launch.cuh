@@ -83,9 +83,10 @@ cudaError_t finish_prepare(const GroupedGemm& p, int threads, int smem, Prepared
 // kGatherA: A and sfa are the tokens' own rows and scales (p.a_rows = T of them, sfa [k / 128][sfa_ld = T]), gathered
 // through p.row_token by the kernel: A by 1-row boxes, the scales by plain loads (no scale map, so T need not be a
 // multiple of 4).
-template <int kConsumers, int kStages, Epi kEpi, bool kGatherA = false>
+// kBN = 256: wide tiles (two m64n128 halves per consumer warpgroup and K block; see WgConfig).
+template <int kConsumers, int kStages, Epi kEpi, bool kGatherA = false, int kBN = 128>
 cudaError_t prepare_rows(const GroupedGemm& p, PreparedGemm* g) {
-  using C = WgConfig<kConsumers, 128, kStages, kEpi, kGatherA>;
+  using C = WgConfig<kConsumers, kBN, kStages, kEpi, kGatherA>;
   if (kGatherA != (p.row_token != nullptr)) return cudaErrorInvalidValue;
   if constexpr (kGatherA) {
     GroupedGemm q = p;
@@ -98,11 +99,11 @@ cudaError_t prepare_rows(const GroupedGemm& p, PreparedGemm* g) {
       return cudaErrorInvalidValue;
     g->tm_sfa = g->tm_a;  // unused: the producer loads the scales itself
   } else {
-    if (!gemm_args_ok(p, C::kSwiGlu ? 256 : 128) ||
+    if (!gemm_args_ok(p, C::kSwiGlu ? 256 : kBN) ||
         !encode_maps(p, C::kBM, C::kSfaBox, C::kBoxB, 0, &g->tm_a, &g->tm_sfa, &g->tm_b))
       return cudaErrorInvalidValue;
   }
-  return finish_prepare<grouped_gemm_kernel<kConsumers, 128, kStages, kEpi, kGatherA>>(p, C::kThreads, C::kSmem, g);
+  return finish_prepare<grouped_gemm_kernel<kConsumers, kBN, kStages, kEpi, kGatherA>>(p, C::kThreads, C::kSmem, g);
 }
 
 // Swap-AB tiles: 128 weight rows x kNT assignment rows per unit (grouped_gemm_swap_kernel); split K when
