@@ -31,17 +31,26 @@ constexpr int kCombineChunks = kHidden / kCombineCols;
 __device__ __forceinline__ void combine_8(const __nv_bfloat16* ypart, const float* part2, int splits, int rows,
                                           const int* slots, int n, __nv_bfloat16* out_row, int col) {
   float sum[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-  for (int r = 0; r < n; ++r) {
-    const int slot = slots[r];
-    if (splits == 1) {
-      const uint4 raw = __ldcg(reinterpret_cast<const uint4*>(ypart + static_cast<size_t>(slot) * kHidden + col));
-      const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+  if (splits == 1) {
+    // Every row's load issued before the first add (n <= 8): one L2/HBM round trip per item instead of n, which
+    // a loop over n would serialise; the adds keep the slot order.
+    uint4 raw[kMaxLocalPerToken];
+#pragma unroll
+    for (int r = 0; r < kMaxLocalPerToken; ++r)
+      if (r < n) raw[r] = __ldcg(reinterpret_cast<const uint4*>(ypart + static_cast<size_t>(slots[r]) * kHidden + col));
+#pragma unroll
+    for (int r = 0; r < kMaxLocalPerToken; ++r) {
+      if (r >= n) break;
+      const uint32_t w[4] = {raw[r].x, raw[r].y, raw[r].z, raw[r].w};
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
         sum[2 * k] += __uint_as_float(w[k] << 16);
         sum[2 * k + 1] += __uint_as_float(w[k] & 0xFFFF0000u);
       }
-    } else {
+    }
+  } else {
+    for (int r = 0; r < n; ++r) {
+      const int slot = slots[r];
       for (int s = 0; s < splits; ++s) {
         const float4* p =
             reinterpret_cast<const float4*>(part2 + (static_cast<size_t>(s) * rows + slot) * kHidden + col);
