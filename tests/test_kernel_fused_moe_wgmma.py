@@ -28,7 +28,7 @@ MOE_DIR = ROOT / "templates" / "fused_moe"
 COMMON_DIR = ROOT / "templates" / "common"
 LAUNCH = MOE_DIR / "moe_wgmma_launch.cu"
 BINDING = MOE_DIR / "moe_wgmma_binding.cpp"
-HEADERS = sorted([*MOE_DIR.glob("*.cuh"), *MOE_DIR.glob("*.h"), COMMON_DIR / "sm90_ptx.cuh"])  # the build cache key
+HEADERS = sorted([*MOE_DIR.glob("*.cuh"), *MOE_DIR.glob("*.h"), *COMMON_DIR.glob("*.cuh")])  # the build cache key
 ARCH = "-gencode=arch=compute_90a,code=sm_90a"
 GEMM_KERNEL = "grouped_gemm_kernel"
 SWAP_KERNEL = "grouped_gemm_swap_kernel"
@@ -143,11 +143,12 @@ def test_wgmma_kernels_sass_uses_qgmma_tma_mbarriers_setmaxnreg(compiled):
         assert ops["SYNCS"] > 0 and ops["USETMAXREG"] >= 2 and ops["HMMA"] == 0, (name, ops)
 
 
-# Every helper of templates/common/sm90_ptx.cuh in one dummy kernel (never run): each must assemble for sm_90a, so a
-# later user of a helper the MoE kernels do not use yet (other wgmma N, bulk copy, TMA store, ldmatrix, ...) finds
-# it valid PTX.
+# Every helper of templates/common/sm90_ptx.cuh and sm90_store.cuh in one dummy kernel (never run): each must
+# assemble for sm_90a, so a later user of a helper the MoE kernels do not use yet (other wgmma N, bulk copy, TMA
+# store, ldmatrix, ...) finds it valid PTX.
 HELPERS_CU = r"""
 #include "sm90_ptx.cuh"
+#include "sm90_store.cuh"
 template <int N>
 __device__ void run_wgmma(float* out, uint64_t a, uint64_t b) {
   float d[N / 2];
@@ -189,6 +190,8 @@ __global__ void __launch_bounds__(128, 1) every_helper(const __grid_constant__ C
   sm90::ldmatrix_x2(r2, t + (threadIdx.x % 16) * 16);
   sm90::ldmatrix_x4_trans(rt, t + (threadIdx.x % 32) * 16);
   out[threadIdx.x] = __uint_as_float(r4[0] ^ r4[1] ^ r4[2] ^ r4[3] ^ r2[0] ^ r2[1] ^ rt[0] ^ rt[3]);
+  __syncwarp();
+  sm90::stmatrix_x4(rt, t + 12288 + (threadIdx.x % 32) * 16);
   sm90::named_barrier_sync(1, 128);
   const uint64_t da = sm90::desc_k_sw128(t), db = sm90::desc_k_sw128(t + 8192);
   {
@@ -214,8 +217,8 @@ __global__ void __launch_bounds__(384, 1) regs() {
 """
 
 HELPER_SASS = ["QGMMA.64x16x32", "QGMMA.64x32x32", "QGMMA.64x64x32", "QGMMA.64x128x32", "QGMMA.64x256x32",
-               "UTMALDG.2D", "UTMASTG.2D", "UBLKCP", "LDGSTS", "LDSM.16.M88.4", "LDSM.16.MT88.4", "USETMAXREG",
-               "F2FP.SATFINITE.E4M3.F32.PACK"]
+               "UTMALDG.2D", "UTMASTG.2D", "UBLKCP", "LDGSTS", "LDSM.16.M88.4", "LDSM.16.MT88.4", "STSM.16.M88.4",
+               "USETMAXREG", "F2FP.SATFINITE.E4M3.F32.PACK"]
 
 
 def test_common_sm90_helpers_all_assemble(tmp_path):

@@ -46,7 +46,9 @@
 #include <cuda_runtime.h>
 
 #include "moe_api.h"
+#include "moe_common.cuh"
 #include "sm90_ptx.cuh"
+#include "sm90_store.cuh"
 
 namespace fused_moe {
 namespace wg {
@@ -162,7 +164,11 @@ struct WgConfig {
   static constexpr int kOffSfa = kOffB + kStages * kBBytes;
   static constexpr int kOffBar = kOffSfa + kStages * kSfaPitch;  // full[kStages], empty[kStages] (8 B each)
   static constexpr int kOffTable = kOffBar + 2 * kStages * 8;   // int before[33], count[32], offset[32]
-  static constexpr int kSmem = kOffTable + 97 * 4 + 1024;      // + slack to align the dynamic base to 1024
+  // kBf16RowWeight: a 16-row x 64-column bf16 slab per consumer warp, through which its stores pass (store_bf16).
+  static constexpr int kSlabBytes = 16 * 64 * 2;
+  static constexpr int kOffSlab = (kOffTable + 97 * 4 + 127) / 128 * 128;
+  static constexpr int kSlabs = kEpi == Epi::kBf16RowWeight ? 4 * kConsumers : 0;
+  static constexpr int kSmem = kOffSlab + kSlabs * kSlabBytes + 1024;  // + slack to align the dynamic base to 1024
   // Two consumer warpgroups need more than the 168 registers a 384-thread launch gives each thread: the producer
   // drops to 40 and the consumers rise to 232 (2 x 128 x 232 + 128 x 40 = 64512 <= 65536). With one consumer
   // warpgroup the launch already allows 255 per thread, so there is nothing to move.
@@ -407,30 +413,52 @@ __global__ void __launch_bounds__(128 * (kConsumers + 1), 1)
   (void)held;
   // GEMM2's bf16 epilogue is deferred: a unit's accumulators wait in `acc` and are stored while the next
   // unit's first K block runs on the tensor cores (GEMM2's units are only 16 K blocks long, so a store phase with
-  // the tensor cores idle costs about a tenth of the unit). `pending` is that unit and its row weights.
+  // the tensor cores idle costs about a tenth of the unit). `pending` is that unit (its sums already weighted).
   constexpr bool kDefer = kEpi == Epi::kBf16RowWeight;
   float acc[C::kAcc];
   Unit pending{0, 0, 0, 0};
   bool has_pending = false;
-  float pending_w[2] = {1.0f, 1.0f};
-  auto store_plain = [&](const Unit& t, const float (&w)[2]) {
+  auto store_f32 = [&](const Unit& t) {  // kF32: the fragments as they are
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = my_row + 8 * h;
       if (row >= t.rows) continue;
-      const size_t at = static_cast<size_t>(t.row0 + row) * args.ldo + t.nu * kBN + 2 * quad;
-      if constexpr (kEpi == Epi::kF32) {
-        float* dst = static_cast<float*>(args.out) + at;
+      float* dst = static_cast<float*>(args.out) + static_cast<size_t>(t.row0 + row) * args.ldo + t.nu * kBN + 2 * quad;
 #pragma unroll
-        for (int i = 0; i < C::kAcc / 4; ++i)
-          *reinterpret_cast<float2*>(dst + 8 * i) = make_float2(acc[4 * i + 2 * h], acc[4 * i + 2 * h + 1]);
-      } else {
-        __nv_bfloat16* dst = static_cast<__nv_bfloat16*>(args.out) + at;
+      for (int i = 0; i < C::kAcc / 4; ++i)
+        *reinterpret_cast<float2*>(dst + 8 * i) = make_float2(acc[4 * i + 2 * h], acc[4 * i + 2 * h + 1]);
+    }
+  };
+  // GEMM2's bf16 rows, 64 columns at a time through this warp's slab: stmatrix lays the accumulator fragments
+  // (4 bytes per thread per row, 16 bytes of each of 8 rows per warp instruction) out as 128-byte rows, read back
+  // 16 bytes per lane, so each warp store writes 4 whole 128-byte lines: a quarter of the store instructions and
+  // half the sectors of storing the fragments directly. 16-byte chunk g of slab row r sits at chunk g ^ (r % 8),
+  // so neither side has bank conflicts.
+  auto store_bf16 = [&](const Unit& t) {
+    const uint32_t slab = base + C::kOffSlab + (wgi * 4 + warp) * C::kSlabBytes;
+    const int m = lane / 8, srow = lane % 8 + 8 * (m & 1);  // stmatrix: lane's row address, of matrix m
+    // Read side: lane reads chunk lane % 8 of slab rows lane / 8 + 4 j (j = 0..3); (lane / 8 + 4 j) % 8 is
+    // lane / 8 + 4 (j % 2). Addresses are recomputed per store: few registers stay live beside two tiles' sums.
+    const int rrow = lane / 8, rg = lane % 8;
 #pragma unroll
-        for (int i = 0; i < C::kAcc / 4; ++i)
-          *reinterpret_cast<__nv_bfloat162*>(dst + 8 * i) =
-              __floats2bfloat162_rn(acc[4 * i + 2 * h] * w[h], acc[4 * i + 2 * h + 1] * w[h]);
+    for (int c = 0; c < kBN / 64; ++c) {
+#pragma unroll
+      for (int p = 0; p < 4; ++p) {
+        const int i = 8 * c + 2 * p;  // column groups i (matrices 0, 1: rows 0-7, 8-15) and i + 1 (2, 3)
+        const uint32_t r[4] = {pack_bf16x2(acc[4 * i], acc[4 * i + 1]), pack_bf16x2(acc[4 * i + 2], acc[4 * i + 3]),
+                               pack_bf16x2(acc[4 * i + 4], acc[4 * i + 5]), pack_bf16x2(acc[4 * i + 6], acc[4 * i + 7])};
+        sm90::stmatrix_x4(r, slab + srow * 128 + (((2 * p + (m >> 1)) ^ (srow & 7)) << 4));
       }
+      __syncwarp();
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int row = rrow + 4 * j, tile_row = wgi * 64 + warp * 16 + row;
+        const uint4 v = *reinterpret_cast<const uint4*>(smem + (slab - base) + row * 128 + ((rg ^ rrow ^ 4 * (j % 2)) << 4));
+        if (tile_row < t.rows)
+          *reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(args.out) +
+                                    static_cast<size_t>(t.row0 + tile_row) * args.ldo + t.nu * kBN + 64 * c + 8 * rg) = v;
+      }
+      __syncwarp();  // the slab is read before the next chunk overwrites it
     }
   };
   // Wide SwiGLU (one pass): x1 of the unit's 128 columns in acc[0 .. 63], x2 in acc[64 .. 127]; column group i
@@ -501,15 +529,18 @@ __global__ void __launch_bounds__(128 * (kConsumers + 1), 1)
         for (int hv = 0; hv < C::kHalves; ++hv) {
           const uint64_t db = sm90::desc_k_sw128(base + C::kOffB + stage * C::kBBytes + hv * C::kWgN * 128);
           sm90::fence_regs(part);
+          // The previous unit's stores: while this block's MMAs run, except in a wide tile, where the two
+          // tiles' sums and the stores' addresses would not fit the registers (spills in the K loop).
+          constexpr bool kStoreUnderMma = C::kHalves == 1;
+          if constexpr (kDefer && !kStoreUnderMma) {
+            if (hv == 0 && kb == 0 && has_pending) store_bf16(pending), has_pending = false;
+          }
           sm90::wgmma_fence();
 #pragma unroll
           for (int k = 0; k < 4; ++k) sm90::wgmma_fp8<C::kWgN>(part, da + 2 * k, db + 2 * k, k > 0);
           sm90::wgmma_commit();
-          if constexpr (kDefer) {
-            if (hv == 0 && kb == 0 && has_pending) {  // the previous unit's stores, while this block's MMAs run
-              store_plain(pending, pending_w);
-              has_pending = false;
-            }
+          if constexpr (kDefer && kStoreUnderMma) {
+            if (kb == 0 && has_pending) store_bf16(pending), has_pending = false;
           }
           sm90::wgmma_wait<0>();
           sm90::fence_regs(part);
@@ -547,12 +578,13 @@ __global__ void __launch_bounds__(128 * (kConsumers + 1), 1)
 
       // ---------------------------------------------------------------- epilogue of this pass
       if constexpr (kDefer) {
+        // the routing weights now, so the deferred store (with the next unit's partial sums live) only converts
+#pragma unroll
+        for (int i = 0; i < C::kAcc; ++i) acc[i] *= row_w[(i / 2) % 2];
         pending = t;
-        pending_w[0] = row_w[0];
-        pending_w[1] = row_w[1];
         has_pending = true;
       } else if constexpr (!C::kSwiGlu) {
-        store_plain(t, row_w);  // kF32 (the main loop's check): not deferred, which would spill the wide tile
+        store_f32(t);  // kF32 (the main loop's check): not deferred, which would spill the wide tile
       } else {
         if constexpr (C::kPasses == 1) {
           store_swiglu_wide(t);
@@ -604,7 +636,7 @@ __global__ void __launch_bounds__(128 * (kConsumers + 1), 1)
     }
   }
   if constexpr (kDefer) {
-    if (has_pending) store_plain(pending, pending_w);
+    if (has_pending) store_bf16(pending);
   }
 }
 
