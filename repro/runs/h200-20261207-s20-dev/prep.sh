@@ -16,7 +16,7 @@ step() {  # patch, commits.txt name
   sed -i "/^$2 /d" $S/commits.txt && echo "$2 $(git rev-parse --short HEAD)" >> $S/commits.txt
 }
 rm -rf $V && mkdir -p $V && copy c2
-git checkout -q -b s20-pipe
+git checkout -q -B s20-pipe  # (re)made from the current checkout
 step wip-moe-pipe.patch cand3 && copy c3
 step wip-moe-quarters.patch cand4
 copy c4w1 && sed -i "s/^WIDE_128 = 2$/WIDE_128 = 1/" $V/c4w1/render.toml && render $V/c4w1
