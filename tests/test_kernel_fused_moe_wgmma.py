@@ -101,7 +101,9 @@ def test_wgmma_kernels_compile_for_sm90a_without_spills(compiled):
     assert len(gemms) == 11 and len(swaps) == 8 and any("gather_rows_kernel" in n for n in entries), list(entries)
     for name, info in entries.items():
         assert info.get("spill_stores") == 0 and info.get("spill_loads") == 0 and info.get("stack") == 0, (name, info)
-    assert "warning" not in log.lower(), log  # e.g. ptxas serialising wgmma ("Potential Performance Loss")
+    assert "warning" not in log.lower(), log
+    # ptxas serialising wgmma is an info line (C7514 / C7518: every wgmma then waits for the one before)
+    assert "Potential Performance Loss" not in log, log
 
 
 def test_wgmma_kernels_sass_uses_qgmma_tma_mbarriers_setmaxnreg(compiled):
