@@ -6,15 +6,16 @@
 #  2. Attention A/B (attn_ab.py) of five renders at N = 1, 2, 6, 7, 8; it names the winner.
 #  3. The MoE repro (no peers) of its winner's exact sources (manifest.txt digest), if not c2.
 #  4. The attention winner's GPU tests, then its repro (no peers), if not attn_main and time is left.
+# ONLY=moe or ONLY=attn runs that kernel's steps alone (a short call).
 source repro/runs/h200-20261207-s17-dev/lib.sh
 S=repro/runs/h200-20261207-s21-dev
 digest_of() { (find solutions/$1 -type f -not -path '*__pycache__*' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16); }
 device_setup
-timeout 180 python3 $R/moe_ab.py 14107,100 11948,100 901,100 80,100 > $OUT/ab.txt 2>&1
+[ "${ONLY:-moe}" = moe ] && timeout 180 python3 $R/moe_ab.py 14107,100 11948,100 901,100 80,100 > $OUT/ab.txt 2>&1
 mark "moe ab rc $?"
 W=$(python3 $S/pick.py $OUT/ab.txt 2>> $OUT/rc.txt); mark "moe winner ${W:-none}"
-timeout 170 python3 $S/attn_ab.py > $OUT/attn_ab.tmp 2>&1
-mark "attn ab rc $?"; cat $OUT/attn_ab.tmp >> $OUT/ab.txt
+[ "${ONLY:-attn}" = attn ] && timeout 170 python3 $S/attn_ab.py > $OUT/attn_ab.tmp 2>&1
+mark "attn ab rc $?"; cat $OUT/attn_ab.tmp >> $OUT/ab.txt 2>/dev/null
 A=$(grep "^winner " $OUT/attn_ab.tmp | cut -d' ' -f2); rm -f $OUT/attn_ab.tmp; mark "attn winner ${A:-none}"
 mkdir -p $OUT/tr
 if [ -n "$W" ] && [ "$W" != c2 ] && [ $(left) -gt 150 ]; then
