@@ -1,9 +1,9 @@
 # Session 17: what prep.sh, call_all.sh and call_repro.sh share (source it from the repository root).
 D=repro/runs/h200-20261207-s17-dev; R=repro/runs/h200-20261206-s16-dev
 
-# Digest of the solutions/fused_moe below directory $1 (file paths and contents; __pycache__ left out).
+# Digest of solutions/<$2, default fused_moe> below directory $1 (file paths and contents; __pycache__ left out).
 solution_digest() {
-  (cd "$1" && find solutions/fused_moe -type f -not -path '*__pycache__*' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)
+  (cd "$1" && find "solutions/${2:-fused_moe}" -type f -not -path '*__pycache__*' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)
 }
 
 # Device side: T0, left() (seconds left of DEADLINE), the MoE wheels, the GPU line as the first of rc.txt.

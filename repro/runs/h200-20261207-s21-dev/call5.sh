@@ -9,7 +9,6 @@
 # ONLY=moe or ONLY=attn runs that kernel's steps alone (a short call).
 source repro/runs/h200-20261207-s17-dev/lib.sh
 S=repro/runs/h200-20261207-s21-dev
-digest_of() { (find solutions/$1 -type f -not -path '*__pycache__*' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16); }
 device_setup
 [ "${ONLY:-moe}" = moe ] && timeout 180 python3 $R/moe_ab.py 14107,100 11948,100 901,100 80,100 > $OUT/ab.txt 2>&1
 mark "moe ab rc $?"
@@ -23,7 +22,7 @@ if [ -n "$W" ] && [ "$W" != c2 ] && [ $(left) -gt 150 ]; then
     rm -rf solutions/fused_moe && cp -r $R/.variants/$W solutions/fused_moe &&
       sed -i "s/fused_moe_fp8_sm90_$W/fused_moe_fp8_sm90/" solutions/fused_moe/solution/python/main.py
   fi
-  read -r _ C WANT <<< "$(grep "^$W " $S/manifest.txt)"; DIG=$(digest_of fused_moe)
+  read -r _ C WANT <<< "$(grep "^$W " $S/manifest.txt)"; DIG=$(solution_digest . fused_moe)
   mark "moe repro of $W at $C: digest $DIG want $WANT"
   [ "$DIG" = "$WANT" ] && FIB_SDK_COMMIT=$C timeout $(( $(left) - 5 )) python3 -m sdk bench --definitions .official \
     --definition moe --tag repro --settings repro/settings.toml --out $OUT --traces $OUT/tr --no-peers \
@@ -32,7 +31,7 @@ if [ -n "$W" ] && [ "$W" != c2 ] && [ $(left) -gt 150 ]; then
 fi
 if [ -n "$A" ] && [ "$A" != attn_main ] && [ $(left) -gt 160 ]; then
   rm -rf solutions/dsa_sparse_attention && cp -r $S/.variants/$A solutions/dsa_sparse_attention
-  read -r _ C WANT <<< "$(grep "^$A " $S/attn_manifest.txt)"; DIG=$(digest_of dsa_sparse_attention)
+  read -r _ C WANT <<< "$(grep "^$A " $S/attn_manifest.txt)"; DIG=$(solution_digest . dsa_sparse_attention)
   mark "attn winner $A at $C: digest $DIG want $WANT"
   if [ "$DIG" = "$WANT" ]; then
     timeout 90 python3 -m pytest -m gpu -q tests/test_kernel_dsa_sparse_attention.py > $OUT/tests.txt 2>&1

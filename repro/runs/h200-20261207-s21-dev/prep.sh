@@ -10,9 +10,10 @@
 set -e
 S=repro/runs/h200-20261207-s21-dev; S20=repro/runs/h200-20261207-s20-dev; V16=repro/runs/h200-20261206-s16-dev/.variants
 render() { .nox/sdk/bin/python -c "import sys; from pathlib import Path; from sdk import regenerate; regenerate.rewrite(Path(sys.argv[1]))" "$1"; }
-digest_at() {  # commit, solution folder name
+source repro/runs/h200-20261207-s17-dev/lib.sh   # solution_digest
+digest_at() {  # commit, solution folder name (the folder is left in /tmp/s21wt)
   rm -rf /tmp/s21wt && mkdir /tmp/s21wt && git archive "$1" "solutions/$2" | tar -x -C /tmp/s21wt
-  (cd /tmp/s21wt && find "solutions/$2" -type f -not -path '*__pycache__*' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)
+  solution_digest /tmp/s21wt "$2"
 }
 BASE=$(git rev-parse --short HEAD)
 
