@@ -10,7 +10,7 @@ device_setup
 timeout ${AB_S:-200} python3 $S/idx_ab.py > $OUT/ab.txt 2>&1
 mark "idx ab rc $?"
 W=$(grep "^winner " $OUT/ab.txt | cut -d' ' -f2); mark "idx winner ${W:-none}"
-if [ -n "$W" ] && [ "$W" != idx_main ] && [ $(left) -gt 200 ]; then
+if [ -n "$W" ] && [ "$W" != idx_main ] && [ $(left) -gt ${REPRO_MIN:-260} ]; then
   rm -rf solutions/dsa_topk_indexer && cp -r $S/.variants/$W solutions/dsa_topk_indexer
   read -r _ C WANT <<< "$(grep "^$W " $S/idx_manifest.txt)"; DIG=$(solution_digest . dsa_topk_indexer)
   mark "idx winner $W at $C: digest $DIG want $WANT"
