@@ -1,7 +1,8 @@
 # Session 22, one device call for the indexer (repository root; checkout: branch s22-idx after prep.sh). Carry
 # .whl-moe .official repro/runs/h200-20261207-s22-dev/.variants. Returns rc.txt (marks), ab.txt, tests.txt,
 # repro_log.txt and the winner's results file and trace (tr/).
-#  1. idx_ab.py: idx_main / i1 / i2 / i3 / i3g, equal outputs (seeded + crafted ties) and interleaved spans.
+#  1. idx_ab.py: idx_main and the candidates of prep.sh, equal outputs (seeded + crafted ties) and interleaved spans
+#     (abl_noselect: timed only).
 #  2. The winner (if not idx_main), its exact sources checked against idx_manifest.txt: the indexer GPU tests,
 #     then its repro (no peers), naming its commit.
 source repro/runs/h200-20261207-s17-dev/lib.sh   # device_setup, left, mark, solution_digest

@@ -4,7 +4,7 @@
 # and on three crafted rows per shape: repeated pages (every score many times over), q = 0 (all scores equal) and
 # negated head weights. Then the CUPTI span of cold-L2 calls (sdk.bench.timing.time_many), 3 interleaved rounds,
 # median, on the longest-table workload of batch sizes 4, 8, 14, 15, 16, 29, 30, 31 (rows over 2048 tokens), and one
-# short-row workload.
+# short-row workload. Folders abl_* (ablations: a part of the kernel cut out) are timed only.
 # The last line names the winner: equal everywhere and the least geomean latency over the long-row shapes, if at
 # least 3% under idx_main's; else idx_main. Run from the repository root on the GPU.
 import math, os, statistics, subprocess, sys
@@ -69,7 +69,8 @@ def smoke(folder: Path):
 def main():
     definition = definitions.load(NAME)
     wls = workloads.load(NAME)
-    dirs = {d.name: d for d in sorted(VARIANTS.glob("idx_*"))}
+    # abl_* folders are ablations (parts of the kernel cut out): timed only, never compared or picked.
+    dirs = {d.name: d for d in [*sorted(VARIANTS.glob("idx_*")), *sorted(VARIANTS.glob("abl_*"))]}
     assert "idx_main" in dirs, "no .variants/idx_main: run prep.sh"
     # Each variant builds and runs every timed shape once in its own process first (in parallel): a variant that
     # fails or hangs (a kernel that never returns) is left out instead of stopping the A/B.
@@ -104,7 +105,7 @@ def main():
                     torch.cuda.synchronize()
                 res[k] = o
             for k in fns:
-                if not torch.equal(res[k], res["idx_main"]):
+                if not k.startswith("abl_") and not torch.equal(res[k], res["idx_main"]):
                     equal[k] = False
                     diff[k].append(case)
             if case == "seeded":
@@ -125,7 +126,7 @@ def main():
     long_shapes = [s for s in lat["idx_main"] if s[1] * 64 > 2048]
     geo = {k: math.exp(statistics.fmean(math.log(lat[k][s]) for s in long_shapes)) for k in fns}
     print("geomean us (long rows): " + ", ".join(f"{k} {g:.2f} ({g / geo['idx_main']:.3f}x)" for k, g in geo.items()))
-    ok = {k: g for k, g in geo.items() if equal[k]}
+    ok = {k: g for k, g in geo.items() if equal[k] and not k.startswith("abl_")}
     best = min(ok, key=ok.get) if ok else "idx_main"
     print("winner", best if ok.get(best, 1e30) <= 0.97 * geo["idx_main"] else "idx_main")
 

@@ -5,10 +5,14 @@
 #   idx_i3   + wip-idx-3-split-rank.patch: rank 0's split pass by warps (ballots), > 64 candidates bucket-sorted
 #   (commit) + wip-idx-4-grow.patch: ONE_WAVE = 2 in the space (double the cluster while one wave), rendered 0
 #   idx_i5   + wip-idx-5-bulk-pages.patch: one bulk copy per page into mbarrier slots, partials double-buffered
+#   idx_i6   + wip-idx-6-no-match-any.patch: one remote atomic per token again (match_any cost 6%, out1/out2)
 #   idx_i3g  (branch s22-i3g) patch 4's commit rendered ONE_WAVE = 2
 #   idx_i5s8 (branch s22-i5s8) idx_i5 rendered STAGES = 8
+#   idx_i6g  (branch s22-i6g) idx_i6 rendered ONE_WAVE = 2
+#   abl_noselect  idx_i6's folder with rank 0 returning at the cluster barrier (no select: wrong output, timed
+#                 only, to size the select's share of the span)
 # Writes idx_manifest.txt (name, commit, digest of solutions/dsa_topk_indexer; idx_main = main) and .variants/idx_*
-# (each commit's solution folder). Ends on branch s22-idx (its tip is idx_i5).
+# (each commit's solution folder). Ends on branch s22-idx (its tip is idx_i6).
 set -e
 S=repro/runs/h200-20261207-s22-dev
 render() { .nox/sdk/bin/python -c "import sys; from pathlib import Path; from sdk import regenerate; regenerate.rewrite(Path(sys.argv[1]))" "$1"; }
@@ -17,7 +21,7 @@ digest_at() {  # commit -> digest of its solutions/dsa_topk_indexer (the folder 
   rm -rf /tmp/s22wt && mkdir /tmp/s22wt && git archive "$1" solutions/dsa_topk_indexer | tar -x -C /tmp/s22wt
   solution_digest /tmp/s22wt dsa_topk_indexer
 }
-BASE=$(git rev-parse --short HEAD)
+git checkout -q main; BASE=$(git rev-parse --short HEAD)   # from main whatever was checked out (s21's prep ends elsewhere)
 git checkout -q -B s22-idx $BASE
 step() {  # patch, message -> prints the commit
   git apply --index $S/$1 && render solutions/dsa_topk_indexer && git add -A solutions/dsa_topk_indexer
@@ -28,17 +32,23 @@ I2=$(step wip-idx-2-match-any.patch "one remote first-digit atomic per digit and
 I3=$(step wip-idx-3-split-rank.patch "rank 0's split pass by warps; more than 64 candidates bucket-sorted")
 I4=$(step wip-idx-4-grow.patch "ONE_WAVE = 2 in the space, rendered 0")
 I5=$(step wip-idx-5-bulk-pages.patch "one bulk copy per page into mbarrier slots")
+I6=$(step wip-idx-6-no-match-any.patch "one remote first-digit atomic per token again")
 flip() {  # branch, base commit, render.toml sed script, message -> prints the commit
   git checkout -q -B $1 $2 && sed -i "$3" solutions/dsa_topk_indexer/render.toml && render solutions/dsa_topk_indexer
   git commit -qam "indexer: $4 (session 22, unmeasured)" && git rev-parse --short HEAD
 }
 I3G=$(flip s22-i3g $I4 's/^ONE_WAVE = 0$/ONE_WAVE = 2/' "rendered ONE_WAVE = 2")
 I5S8=$(flip s22-i5s8 $I5 's/^STAGES = 4$/STAGES = 8/' "bulk pages rendered STAGES = 8")
+I6G=$(flip s22-i6g $I6 's/^ONE_WAVE = 0$/ONE_WAVE = 2/' "no match_any, rendered ONE_WAVE = 2")
 git checkout -q s22-idx
 V=$S/.variants; rm -rf $V && mkdir -p $V
 MAN=$(for p in "idx_main $BASE" "idx_i1 $I1" "idx_i2 $I2" "idx_i3 $I3" "idx_i3g $I3G" "idx_i5 $I5" \
-         "idx_i5s8 $I5S8"; do
+         "idx_i5s8 $I5S8" "idx_i6 $I6" "idx_i6g $I6G"; do
   set -- $p; echo "$1 $2 $(digest_at $2)"; cp -r /tmp/s22wt/solutions/dsa_topk_indexer $V/$1
 done)
+A=$V/abl_noselect; cp -r $V/idx_i6 $A && F=$A/solution/python/indexer.cuh
+grep -q '^  if (rank != 0) return;$' $F && sed -i 's/^  if (rank != 0) return;$/  return;  \/\/ ablation: no select/' $F
+MAN="$MAN
+abl_noselect $I6 $(cd $V && find abl_noselect -type f | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)"
 echo "$MAN" > $S/idx_manifest.txt   # after the commits: left uncommitted
 cat $S/idx_manifest.txt
