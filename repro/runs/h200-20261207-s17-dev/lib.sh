@@ -39,3 +39,22 @@ repro_variant() {
     --tag ${TAG:-repro} --settings repro/settings.toml --out $OUT --traces $OUT/tr "$@" > $OUT/repro_log.txt 2>&1
   mark "repro rc $?"
 }
+
+# Winner $1 (a line "name commit digest" of manifest $2), copied from folder $3 over solutions/$4: if its digest is
+# the manifest's, the GPU tests $5, then, with more than REPRO_MIN (default 0) seconds left, the repro of definition
+# $6 without peers naming the winner's commit (appended to repro_log.txt).
+winner_repro() {
+  local W=$1 MAN=$2 SRC=$3 SOL=$4 TESTS=$5 DEF=$6 C WANT DIG RC
+  rm -rf solutions/$SOL && cp -r $SRC solutions/$SOL
+  read -r _ C WANT <<< "$(grep "^$W " $MAN)"; DIG=$(solution_digest . $SOL)
+  mark "$DEF winner $W at $C: digest $DIG want $WANT"
+  [ "$DIG" = "$WANT" ] || return 1
+  timeout 90 python3 -m pytest -m gpu -q $TESTS > $OUT/tests.txt 2>&1
+  RC=$?; mark "$DEF gpu tests rc $RC"
+  [ $RC = 0 ] && [ $(left) -gt ${REPRO_MIN:-0} ] || return 1
+  mkdir -p $OUT/tr
+  FIB_SDK_COMMIT=$C timeout $(( $(left) - 5 )) python3 -m sdk bench --definitions .official --definition $DEF \
+    --tag repro --settings repro/settings.toml --out $OUT --traces $OUT/tr --no-peers solutions/$SOL \
+    >> $OUT/repro_log.txt 2>&1
+  mark "$DEF repro rc $?"
+}

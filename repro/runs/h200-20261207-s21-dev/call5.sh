@@ -29,18 +29,7 @@ if [ -n "$W" ] && [ "$W" != c2 ] && [ $(left) -gt 150 ]; then
     solutions/fused_moe >> $OUT/repro_log.txt 2>&1
   mark "moe repro rc $?"
 fi
-if [ -n "$A" ] && [ "$A" != attn_main ] && [ $(left) -gt 160 ]; then
-  rm -rf solutions/dsa_sparse_attention && cp -r $S/.variants/$A solutions/dsa_sparse_attention
-  read -r _ C WANT <<< "$(grep "^$A " $S/attn_manifest.txt)"; DIG=$(solution_digest . dsa_sparse_attention)
-  mark "attn winner $A at $C: digest $DIG want $WANT"
-  if [ "$DIG" = "$WANT" ]; then
-    timeout 90 python3 -m pytest -m gpu -q tests/test_kernel_dsa_sparse_attention.py > $OUT/tests.txt 2>&1
-    TESTS=$?; mark "attn gpu tests rc $TESTS"
-    [ $TESTS = 0 ] && FIB_SDK_COMMIT=$C timeout $(( $(left) - 5 )) python3 -m sdk bench --definitions .official \
-      --definition attention --tag repro --settings repro/settings.toml --out $OUT --traces $OUT/tr --no-peers \
-      solutions/dsa_sparse_attention >> $OUT/repro_log.txt 2>&1
-    mark "attn repro rc $?"
-  fi
-fi
+[ -n "$A" ] && [ "$A" != attn_main ] && [ $(left) -gt 160 ] && winner_repro $A $S/attn_manifest.txt \
+  $S/.variants/$A dsa_sparse_attention tests/test_kernel_dsa_sparse_attention.py attention
 cat $OUT/rc.txt; grep "^T=\|^ *[0-9] \|^geomean\|^winner\|^built" $OUT/ab.txt; tail -3 $OUT/tests.txt 2>/dev/null
 grep -i "mean\|passed" $OUT/repro_log.txt 2>/dev/null | tail -6
