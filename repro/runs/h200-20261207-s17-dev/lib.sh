@@ -58,3 +58,13 @@ winner_repro() {
     >> $OUT/repro_log.txt 2>&1
   mark "$DEF repro rc $?"
 }
+
+# Prep side (CPU, needs .nox/sdk): re-render solution folder $1 from its render.toml.
+render_solution() {
+  .nox/sdk/bin/python -c "import sys; from pathlib import Path; from sdk import regenerate; regenerate.rewrite(Path(sys.argv[1]))" "$1"
+}
+# Commit $1 -> digest of its solutions/$2 (the folder is left in /tmp/prep_wt/solutions/$2).
+digest_at() {
+  rm -rf /tmp/prep_wt && mkdir /tmp/prep_wt && git archive "$1" solutions/$2 | tar -x -C /tmp/prep_wt
+  solution_digest /tmp/prep_wt $2
+}

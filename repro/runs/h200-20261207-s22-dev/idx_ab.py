@@ -17,7 +17,8 @@ from sdk import definitions, inputs, solutions, workloads
 from sdk.bench import timing
 
 NAME = "dsa_topk_indexer_fp8_h64_d128_topk2048_ps64"
-VARIANTS = Path(__file__).parent / ".variants"
+# Variant folders: .variants beside this script, or AB_VARIANTS (folders separated by ":", first name wins).
+VARIANTS = [Path(v) for v in os.environ.get("AB_VARIANTS", str(Path(__file__).parent / ".variants")).split(":")]
 CALLS = int(os.environ.get("AB_CALLS", "20"))
 DRY = os.environ.get("AB_DRY") == "1"  # CPU check of this script: torch fallback, no builds, wall-clock "timing"
 DEV = "cpu" if DRY else "cuda"
@@ -70,7 +71,10 @@ def main():
     definition = definitions.load(NAME)
     wls = workloads.load(NAME)
     # abl_* folders are ablations (parts of the kernel cut out): timed only, never compared or picked.
-    dirs = {d.name: d for d in [*sorted(VARIANTS.glob("idx_*")), *sorted(VARIANTS.glob("abl_*"))]}
+    dirs = {}
+    for v in VARIANTS:
+        for d in [*sorted(v.glob("idx_*")), *sorted(v.glob("abl_*"))]:
+            dirs.setdefault(d.name, d)
     assert "idx_main" in dirs, "no .variants/idx_main: run prep.sh"
     # Each variant builds and runs every timed shape once in its own process first (in parallel): a variant that
     # fails or hangs (a kernel that never returns) is left out instead of stopping the A/B.
