@@ -1,8 +1,8 @@
 # Session 23, one device call for the indexer (repository root; checkout: branch s23-idx after prep.sh). Carry
 # .whl-moe .official repro/runs/h200-20261207-s22-dev/.variants repro/runs/h200-20261207-s23-dev/.variants.
 # Returns rc.txt (marks), ab.txt, tests.txt, repro_log.txt and the winner's results file and trace (tr/).
-#  1. Session 22's idx_ab.py over both sessions' variants (idx_main, s22's idx_i*, abl_noselect, s23's idx_w*):
-#     equal outputs (seeded + crafted ties) and interleaved spans.
+#  1. Session 22's idx_ab.py over both sessions' variants (idx_main, s22's idx_i1 / i3g / i6 / i6g, abl_noselect,
+#     s23's idx_w*): equal outputs (seeded + crafted ties) and interleaved spans.
 #  2. The winner (if not idx_main), its exact sources checked against its session's idx_manifest.txt: the indexer
 #     GPU tests, then its repro (no peers), naming its commit.
 source repro/runs/h200-20261207-s17-dev/lib.sh   # device_setup, left, mark, winner_repro
