@@ -68,3 +68,15 @@ digest_at() {
   rm -rf /tmp/prep_wt && mkdir /tmp/prep_wt && git archive "$1" solutions/$2 | tar -x -C /tmp/prep_wt
   solution_digest /tmp/prep_wt $2
 }
+# Patch $2 applied to the index, solutions/$1 re-rendered, committed as $3; prints the commit. Only the patch and
+# the solution are committed (other edits in the tree stay out of the candidates).
+prep_step() {
+  git apply --index "$2" && render_solution solutions/$1 && git add -A solutions/$1
+  git commit -qm "$3" && git rev-parse --short HEAD
+}
+# Branch $2 reset to commit $3, solutions/$1/render.toml edited by sed script $4, re-rendered, committed as $5;
+# prints the commit.
+prep_flip() {
+  git checkout -q -B $2 $3 && sed -i "$4" solutions/$1/render.toml && render_solution solutions/$1
+  git add -A solutions/$1 && git commit -qm "$5" && git rev-parse --short HEAD
+}

@@ -15,28 +15,17 @@
 # (each commit's solution folder). Ends on branch s22-idx (its tip is idx_i6).
 set -e
 S=repro/runs/h200-20261207-s22-dev
-render() { .nox/sdk/bin/python -c "import sys; from pathlib import Path; from sdk import regenerate; regenerate.rewrite(Path(sys.argv[1]))" "$1"; }
-source repro/runs/h200-20261207-s17-dev/lib.sh   # solution_digest
-digest_at() {  # commit -> digest of its solutions/dsa_topk_indexer (the folder is left in /tmp/s22wt)
-  rm -rf /tmp/s22wt && mkdir /tmp/s22wt && git archive "$1" solutions/dsa_topk_indexer | tar -x -C /tmp/s22wt
-  solution_digest /tmp/s22wt dsa_topk_indexer
-}
+source repro/runs/h200-20261207-s17-dev/lib.sh   # digest_at, prep_step, prep_flip
 git checkout -q main; BASE=$(git rev-parse --short HEAD)   # from main whatever was checked out (s21's prep ends elsewhere)
 git checkout -q -B s22-idx $BASE
-step() {  # patch, message -> prints the commit
-  git apply --index $S/$1 && render solutions/dsa_topk_indexer && git add -A solutions/dsa_topk_indexer
-  git commit -qm "indexer: $2 (session 22, unmeasured)" && git rev-parse --short HEAD
-}
+step() { prep_step dsa_topk_indexer $S/$1 "indexer: $2 (session 22, unmeasured)"; }  # patch, message
 I1=$(step wip-idx-1-table.patch "every CTA keeps the row's block table in shared memory")
 I2=$(step wip-idx-2-match-any.patch "one remote first-digit atomic per digit and warp")
 I3=$(step wip-idx-3-split-rank.patch "rank 0's split pass by warps; more than 64 candidates bucket-sorted")
 I4=$(step wip-idx-4-grow.patch "ONE_WAVE = 2 in the space, rendered 0")
 I5=$(step wip-idx-5-bulk-pages.patch "one bulk copy per page into mbarrier slots")
 I6=$(step wip-idx-6-no-match-any.patch "one remote first-digit atomic per token again")
-flip() {  # branch, base commit, render.toml sed script, message -> prints the commit
-  git checkout -q -B $1 $2 && sed -i "$3" solutions/dsa_topk_indexer/render.toml && render solutions/dsa_topk_indexer
-  git commit -qam "indexer: $4 (session 22, unmeasured)" && git rev-parse --short HEAD
-}
+flip() { prep_flip dsa_topk_indexer $1 $2 "$3" "indexer: $4 (session 22, unmeasured)"; }  # branch, base, sed, message
 I3G=$(flip s22-i3g $I4 's/^ONE_WAVE = 0$/ONE_WAVE = 2/' "rendered ONE_WAVE = 2")
 I5S8=$(flip s22-i5s8 $I5 's/^STAGES = 4$/STAGES = 8/' "bulk pages rendered STAGES = 8")
 I6G=$(flip s22-i6g $I6 's/^ONE_WAVE = 0$/ONE_WAVE = 2/' "no match_any, rendered ONE_WAVE = 2")
@@ -44,7 +33,7 @@ git checkout -q s22-idx
 V=$S/.variants; rm -rf $V && mkdir -p $V
 MAN=$(for p in "idx_main $BASE" "idx_i1 $I1" "idx_i2 $I2" "idx_i3 $I3" "idx_i3g $I3G" "idx_i5 $I5" \
          "idx_i5s8 $I5S8" "idx_i6 $I6" "idx_i6g $I6G"; do
-  set -- $p; echo "$1 $2 $(digest_at $2)"; cp -r /tmp/s22wt/solutions/dsa_topk_indexer $V/$1
+  set -- $p; echo "$1 $2 $(digest_at $2 dsa_topk_indexer)"; cp -r /tmp/prep_wt/solutions/dsa_topk_indexer $V/$1
 done)
 A=$V/abl_noselect; cp -r $V/idx_i6 $A && F=$A/solution/python/indexer.cuh
 grep -q '^  if (rank != 0) return;$' $F && sed -i 's/^  if (rank != 0) return;$/  return;  \/\/ ablation: no select/' $F
