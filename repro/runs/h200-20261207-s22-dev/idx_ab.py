@@ -5,8 +5,9 @@
 # negated head weights. Then the CUPTI span of cold-L2 calls (sdk.bench.timing.time_many), 3 interleaved rounds,
 # median, on the longest-table workload of batch sizes 4, 8, 14, 15, 16, 29, 30, 31 (rows over 2048 tokens), and one
 # short-row workload. Folders abl_* (ablations: a part of the kernel cut out) are timed only.
-# The last line names the winner: equal everywhere and the least geomean latency over the long-row shapes, if at
-# least 3% under idx_main's; else idx_main. Run from the repository root on the GPU.
+# The last line names the winner: equal everywhere (bit-equal, or "~": valid and its rescored values within the gate's
+# strict tolerance of idx_main's) and the least geomean latency over the long-row shapes, if at least 3% under
+# idx_main's; else idx_main. Run from the repository root on the GPU.
 import math, os, statistics, subprocess, sys
 sys.path.insert(0, os.getcwd())
 from pathlib import Path
@@ -15,6 +16,7 @@ import torch
 
 from sdk import definitions, inputs, solutions, workloads
 from sdk.bench import timing
+from sdk.gate import compare
 
 NAME = "dsa_topk_indexer_fp8_h64_d128_topk2048_ps64"
 # Variant folders: .variants beside this script, or AB_VARIANTS (folders separated by ":", first name wins).
@@ -110,8 +112,12 @@ def main():
                 res[k] = o
             for k in fns:
                 if not k.startswith("abl_") and not torch.equal(res[k], res["idx_main"]):
-                    equal[k] = False
-                    diff[k].append(case)
+                    # Not bit-equal (HGMMA vs HMMA may round a score differently): still eligible if valid and its
+                    # rescored values match idx_main's at the gate's strict tolerance (a tie or ULP-level swap).
+                    near = compare.check_indexer(["topk_indices"], [res[k]], [res["idx_main"]],
+                                                 compare.INDEXER_TIGHT, inputs=xx)
+                    equal[k] = equal[k] and near.passed
+                    diff[k].append(case + ("~" if near.passed else f" ({near.reason})"))
             if case == "seeded":
                 outs = res
         med = {k: [] for k in fns}
@@ -125,7 +131,7 @@ def main():
         print(f"{B:3d} x {P:2d} " + " ".join(f"{lat[k][(B, P)]:9.2f}{'*' if diff[k] else ' '}" for k in fns))
         for k in fns:
             if diff[k]:
-                print(f"         {k} differs from idx_main on: {', '.join(diff[k])}")
+                print(f"         {k} differs from idx_main on: {', '.join(diff[k])} (~: within the strict rescoring)")
         sys.stdout.flush()
     long_shapes = [s for s in lat["idx_main"] if s[1] * 64 > 2048]
     geo = {k: math.exp(statistics.fmean(math.log(lat[k][s]) for s in long_shapes)) for k in fns}
