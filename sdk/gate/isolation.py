@@ -12,8 +12,7 @@ passes only while the target is dumpable, and any process passes with CAP_SYS_PT
 
 The judge hands CUDA tensors over with legacy CUDA IPC handles and CPU tensors as file descriptors over a socket;
 neither needs ptrace access (expandable-segment IPC, which uses pidfd_getfd, would). Elsewhere than Linux both
-are no-ops (drop_ptrace says so). What the worker may still do as the same user, write files the judge reads
-later, is the static scan's to refuse (`scan`: file access outside the package).
+are no-ops (drop_ptrace says so). Writing files the judge reads later is confined by `sandbox` (Landlock).
 """
 from __future__ import annotations
 

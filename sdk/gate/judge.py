@@ -83,9 +83,9 @@ def as_tuple(value) -> tuple:
 def check_call(definition: Definition, pool: InputPool, call: Call, tol: Tolerance, reference: Callable,
                device: torch.device) -> tuple[Check, float]:
     """The contest check of one call's outputs against the reference on the judge's private inputs."""
+    outs = pool.output_copy(call)  # first: what a lingering thread writes after the reply must not count
     if (changed := pool.modified_inputs(call)):
         return Check("RUNTIME_ERROR", f"the solution modified its input(s) {changed}"), 0.0
-    outs = pool.output_copy(call)
     inputs = pool.private(call)
     _sync(device)
     start = time.perf_counter()

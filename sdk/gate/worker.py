@@ -3,8 +3,10 @@
 It computes no verdict and no statistic. For each call it returns raw records (wall-clock nanoseconds, thread
 counts, the names of watched functions the solution replaced); for a timed trial, the raw profiler trace, which
 the judge turns into per-call GPU spans. Everything the timing uses is bound here before the solution is imported,
-so replacing a module attribute afterwards does not reach it. A crash, a hang or an exit here cannot take the
-judge down: it turns them into RUNTIME_ERROR or TIMEOUT and starts a fresh worker.
+so replacing a module attribute afterwards does not reach it; replies go out the same way (`_raw_sender`). Before
+the import the process is confined to writing its own folders (`sandbox`), and a build that leaves Python threads
+running is refused. A crash, a hang or an exit here cannot take the judge down: it turns them into RUNTIME_ERROR
+or TIMEOUT and starts a fresh worker.
 """
 from __future__ import annotations
 
@@ -52,31 +54,58 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
+def _raw_sender(conn):
+    """conn.send's wire format (a 4-byte big-endian length, then the pickle) written with functions bound now, on
+    the descriptor itself: a solution that replaces Connection.send (or anything it calls) later cannot rewrite a
+    record or run work between the end of a call and its reply."""
+    import pickle
+    import struct
+
+    fd, write, dumps, pack = conn.fileno(), os.write, pickle.dumps, struct.pack
+
+    def send(obj) -> None:
+        data = dumps(obj, pickle.HIGHEST_PROTOCOL)
+        view = memoryview(pack("!i", len(data)) + data if len(data) < 0x7fffffff else
+                          pack("!i", -1) + pack("!Q", len(data)) + data)
+        while view:
+            view = view[write(fd, view):]
+
+    return send
+
+
 def main(conn, solution_json: str, definition_name: str, device: str) -> None:
     from .isolation import drop_ptrace
 
     unprotected = drop_ptrace()  # before anything of the candidate's runs: the judge's memory out of its reach
+    import threading
     import time
+    from pathlib import Path
 
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
     from .. import definitions, solutions
     from .._fib import Solution
-    from . import guards
+    from . import guards, sandbox
 
     # Bound before the solution is imported: what it replaces later does not reach the timing path.
     clock, sync, flush_zero, open_, unlink = time.perf_counter_ns, torch.cuda.synchronize, torch.Tensor.zero_, \
         open, os.unlink
+    python_threads, send = threading.active_count, _raw_sender(conn)
     solution = Solution.model_validate_json(solution_json)
     definition = definitions.load(definition_name)
     dev = torch.device(device)
     cuda = dev.type == "cuda"
     if cuda:
         torch.cuda.set_device(dev)
+    home = sandbox.home_for(solutions.cache_root(), solution.hash())
+    sandbox.prepare(home)  # this solution's caches and a private TMPDIR, all below home
+    if (why := sandbox.confine([home, Path("/dev"), *sandbox.extra_writable()])):
+        unprotected = [*unprotected, why]
     guards.arm()
     _no_core_dumps()
-    conn.send({"ready": True, "pid": os.getpid(), "isolation": unprotected})
+    threads_before_build = python_threads()
+    send({"ready": True, "pid": os.getpid(), "isolation": unprotected})
     fn = setup = None
     bound: dict = {}
     flush = None
@@ -120,6 +149,9 @@ def main(conn, solution_json: str, definition_name: str, device: str) -> None:
                         fn = solutions.build(solution, definition)
                         setup = solutions.setup_of(fn)
                         reply = {"ok": True, "setup": setup is not None}
+                        if (extra := python_threads() - threads_before_build) > 0:  # it could finish calls late
+                            reply = {"status": "RUNTIME_ERROR", "reason": f"the solution left {extra} thread(s) "
+                                     "running after its import (work off the clock is not allowed)"}
                     except Exception as exc:
                         traceback.print_exc()
                         reply = {"status": "COMPILE_ERROR", "reason": _first_line(exc)}
@@ -171,7 +203,7 @@ def main(conn, solution_json: str, definition_name: str, device: str) -> None:
                 traceback.print_exc()
                 reply = {"status": "RUNTIME_ERROR", "reason": _first_line(exc)}
         reply["log"] = cap.text
-        conn.send(reply)
+        send(reply)
 
 
 def _hand_back(returned, outputs: dict) -> dict:

@@ -77,6 +77,7 @@ def test_the_checker_is_out_of_reach_even_without_the_scan():
 def test_no_call_can_be_told_from_another(name, tmp_path, monkeypatch):
     log = tmp_path / "tell.log"
     monkeypatch.setenv("FIB_TELL_LOG", str(log))  # the worker inherits it
+    monkeypatch.setenv("FIB_SDK_SANDBOX_WRITABLE", str(tmp_path))  # and may write there (sdk.gate.sandbox)
     result = _gate(name, scan=False)  # (the profiler sniffers read torch._C, which the scan refuses)
     branches = log.read_text().split()
     assert result.status == "PASSED" and result.strict_passed, result.reason
@@ -131,6 +132,7 @@ def test_a_weight_fingerprint_cache_never_hits(tmp_path, monkeypatch):
     /proc/<pid>/mem): the runtime defence is shown with the scan off."""
     log = tmp_path / "tell.log"
     monkeypatch.setenv("FIB_TELL_LOG", str(log))
+    monkeypatch.setenv("FIB_SDK_SANDBOX_WRITABLE", str(tmp_path))
     plan = TIMING.model_copy(update={"trials": 1, "warmup": 0, "iters": 3, "checks": 2})
     scanned = _gate("h2_moe_weight_fingerprint", _moe(8), plan=plan)
     assert scanned.reason.startswith("static scan: file-access at main.py:"), scanned.reason
@@ -148,6 +150,7 @@ def test_profiler_state_tells_nothing_on_gpu(name, tmp_path, monkeypatch):
     call without device work inside it would be rejected."""
     log = tmp_path / "tell.log"
     monkeypatch.setenv("FIB_TELL_LOG", str(log))
+    monkeypatch.setenv("FIB_SDK_SANDBOX_WRITABLE", str(tmp_path))
     plan = TIMING.model_copy(update={"profile": True, "checks": 4})
     result = _gate(name, device="cuda", plan=plan, scan=False)
     branches = log.read_text().split() if log.exists() else []
