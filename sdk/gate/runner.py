@@ -11,6 +11,7 @@ import datetime as _dt
 import math
 import os
 import platform
+import secrets
 import signal
 import time
 from contextlib import contextmanager
@@ -136,9 +137,16 @@ class Worker:
                                          f"{STARTUP_S:g} s"})
                 hello = self.conn.recv()
                 self.ready, self.unprotected = bool(hello.get("ready")), list(hello.get("isolation") or [])
-            self.conn.send(msg)
+            # A nonce the reply must echo: code in the worker that writes a frame onto the pipe's descriptor itself
+            # does not know it, and a real reply read late (after a forged one) carries the previous request's.
+            nonce = secrets.randbits(63)
+            self.conn.send({**msg, "nonce": nonce})
             if self.conn.poll(max(0.0, self.deadline - time.monotonic())):
                 reply = self.conn.recv()
+                if not isinstance(reply, dict) or reply.get("nonce") != nonce:
+                    self.kill()
+                    raise WorkerFailure({"status": "RUNTIME_ERROR", "reason": "a reply that the harness did not send "
+                                         "(a frame written onto the pipe by the solution)"})
                 if reply.get("status") and msg["op"] != "call":
                     raise WorkerFailure(reply)
                 return reply
@@ -156,6 +164,7 @@ class Worker:
         return self.proc.is_alive()
 
     def kill(self) -> None:
+        self._kill_descendants()
         if self.proc.is_alive():
             self.proc.kill()
         self.proc.join(10)
@@ -163,7 +172,17 @@ class Worker:
             self._protection.__exit__(None, None, None)
             self._protection = None
 
+    def _kill_descendants(self) -> None:
+        """Every process the candidate started, while the worker (their subreaper) still holds them in its tree."""
+        if self.proc.is_alive():
+            for p in process_tree(self.pid)[1:]:
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except OSError:
+                    pass
+
     def close(self) -> None:
+        self._kill_descendants()
         try:
             self.conn.send(None)
         except OSError:

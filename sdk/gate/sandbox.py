@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -56,9 +57,15 @@ def extra_writable() -> list[Path]:
 
 
 def prepare(home: Path) -> Path:
-    """Point every cache a build may write at `home`, and temporary files at a fresh private folder in it."""
+    """Point every cache a build may write at `home`, and temporary files at this process's own folder in it,
+    `tmp-<pid>` (those of workers that are gone are removed: a killed worker cannot clean up after itself)."""
     home.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix="tmp-", dir=home))
+    for old in home.glob("tmp-*"):
+        if not _alive(old.name[4:]):
+            shutil.rmtree(old, ignore_errors=True)
+    scratch = home / f"tmp-{os.getpid()}"
+    shutil.rmtree(scratch, ignore_errors=True)  # a reused pid's leftovers
+    scratch.mkdir(mode=0o700)
     os.environ["FIB_SDK_CACHE"] = str(home)
     for name, sub in (("TRITON_CACHE_DIR", "triton"), ("TORCHINDUCTOR_CACHE_DIR", "inductor"),
                       ("CUDA_CACHE_PATH", "nv"), ("TORCH_EXTENSIONS_DIR", "torch_extensions")):
@@ -67,6 +74,16 @@ def prepare(home: Path) -> Path:
         os.environ[name] = str(scratch)
     tempfile.tempdir = str(scratch)
     return scratch
+
+
+def _alive(pid: str) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (ValueError, OSError):  # not a pid of ours, or alive under another user
+        return True
+    return True
 
 
 def confine(writable: list[Path]) -> str:

@@ -3,9 +3,10 @@
 It computes no verdict and no statistic. For each call it returns raw records (wall-clock nanoseconds, thread
 counts, the names of watched functions the solution replaced); for a timed trial, the raw profiler trace, which
 the judge turns into per-call GPU spans. Everything the timing uses is bound here before the solution is imported,
-so replacing a module attribute afterwards does not reach it; replies go out the same way (`_raw_sender`). Before
-the import the process is confined to writing its own folders (`sandbox`), and a build that leaves Python threads
-running is refused. A crash, a hang or an exit here cannot take the judge down: it turns them into RUNTIME_ERROR
+so replacing a module attribute afterwards does not reach it; replies go out the same way (`_raw_sender`), each
+echoing its request's nonce. Before the import the process is confined to writing its own folders (`sandbox`) and
+made its descendants' subreaper (nothing it starts leaves the tree the judge freezes and kills), and a build that
+leaves Python threads running is refused. A crash, a hang or an exit here cannot take the judge down: it turns them into RUNTIME_ERROR
 or TIMEOUT and starts a fresh worker.
 """
 from __future__ import annotations
@@ -47,6 +48,15 @@ def _no_core_dumps() -> None:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     except (ImportError, ValueError, OSError):  # not POSIX, or not permitted: nothing to protect
         pass
+
+
+def _keep_descendants() -> None:
+    """Make this process its descendants' subreaper: one that double-forks and calls setsid still has this process
+    as an ancestor, so the judge's process_tree(worker) finds it to freeze between trials and to kill at the end."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 
 
 def _first_line(exc: BaseException) -> str:
@@ -104,6 +114,7 @@ def main(conn, solution_json: str, definition_name: str, device: str) -> None:
         unprotected = [*unprotected, why]
     guards.arm()
     _no_core_dumps()
+    _keep_descendants()
     threads_before_build = python_threads()
     send({"ready": True, "pid": os.getpid(), "isolation": unprotected})
     fn = setup = None
@@ -203,6 +214,7 @@ def main(conn, solution_json: str, definition_name: str, device: str) -> None:
                 traceback.print_exc()
                 reply = {"status": "RUNTIME_ERROR", "reason": _first_line(exc)}
         reply["log"] = cap.text
+        reply["nonce"] = msg.get("nonce")  # echoed: the judge refuses a reply without its request's nonce
         send(reply)
 
 
